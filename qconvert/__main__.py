@@ -1,0 +1,5 @@
+import sys
+
+from qconvert.cli import main
+
+sys.exit(main())

@@ -1,0 +1,180 @@
+"""Command line: a thin click layer over ``qconvert.api``.
+
+``qconvert MODEL.pb …`` is ``qconvert convert MODEL.pb …``. Exit codes: 0 done,
+1 model or conversion error (one line naming the node, the tensor and the fix),
+2 usage error. A traceback appears only with ``--debug``. Heavy modules are
+imported inside the commands so that ``--help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from typing import Sequence
+
+import click
+
+COMMANDS = ("convert", "dump")
+
+
+class _DefaultToConvert(click.Group):
+    """A group where a first argument that is not a command means ``convert``."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ("--help", "-h", "--version"):
+            args = ["convert", *args]
+        return super().parse_args(ctx, args)
+
+
+def _parse_range(text: str) -> tuple[str | None, tuple[float, float]]:
+    name, sep, rng = text.rpartition("=")
+    if not sep:
+        name, rng = "", text
+    parts = rng.split(",")
+    if len(parts) != 2:
+        raise click.BadParameter(f"'{text}': expected [NAME=]MIN,MAX, e.g. input=-1,1")
+    try:
+        lo, hi = float(parts[0]), float(parts[1])
+    except ValueError:
+        raise click.BadParameter(f"'{text}': MIN and MAX must be numbers, e.g. input=-1,1") from None
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        raise click.BadParameter(f"'{text}': MIN and MAX must be finite")
+    if not lo < hi:
+        raise click.BadParameter(f"'{text}': MIN must be less than MAX")
+    return (name or None), (lo, hi)
+
+
+def _parse_shape(text: str) -> tuple[str, list[int]]:
+    name, sep, dims = text.partition("=")
+    if not sep or not name:
+        raise click.BadParameter(f"'{text}': expected NAME=D0,D1,..., e.g. input=1,224,224,3")
+    try:
+        shape = [int(d) for d in dims.split(",")]
+    except ValueError:
+        raise click.BadParameter(f"'{text}': dimensions must be integers") from None
+    if any(d <= 0 for d in shape):
+        raise click.BadParameter(f"'{text}': dimensions must be positive")
+    return name, shape
+
+
+def _names(values: Sequence[str]) -> list[str] | None:
+    out = [n.strip() for v in values for n in v.split(",") if n.strip()]
+    return out or None
+
+
+@click.group(cls=_DefaultToConvert, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="qconvert", message="qconvert %(version)s")
+def cli() -> None:
+    """Convert TensorFlow QAT graphs (.pb) to fully-int8 TFLite models.
+
+    \b
+    qconvert MODEL.pb --inputs-range input=-1,1      (same as: qconvert convert ...)
+    qconvert dump MODEL.tflite
+    """
+
+
+@cli.command()
+@click.argument("model", type=click.Path(dir_okay=True, path_type=str))
+@click.option("-o", "--output", "output", type=click.Path(path_type=str), help="Output .tflite (default: MODEL with .tflite).")
+@click.option("--inputs-range", "ranges", multiple=True, metavar="[NAME=]MIN,MAX",
+              help="Float range of an input; NAME may be left out when there is one input. Repeatable.")
+@click.option("--input-shapes", "shapes", multiple=True, metavar="NAME=D0,D1,...",
+              help="Shape of an input (default: from the placeholder, unknown batch -> 1). Repeatable.")
+@click.option("--inputs", "inputs", multiple=True, metavar="NAME[,NAME]", help="Input placeholders (default: all).")
+@click.option("--outputs", "outputs", multiple=True, metavar="NAME[,NAME]", help="Output nodes (default: graph sinks).")
+@click.option("--dump-after", "dump_after", multiple=True,
+              type=click.Choice(["import", "inputs", "legalize", "fold", "prepare", "quantize"]),
+              help="Print the IR after this stage. Repeatable.")
+@click.option("--debug", is_flag=True, help="Show a traceback on errors.")
+def convert(model: str, output: str | None, ranges: tuple[str, ...], shapes: tuple[str, ...],
+            inputs: tuple[str, ...], outputs: tuple[str, ...], dump_after: tuple[str, ...], debug: bool) -> None:
+    """Convert a frozen QAT GraphDef MODEL.pb to a fully-int8 TFLite model."""
+    input_ranges = {}
+    for text in ranges:
+        name, rng = _parse_range(text)
+        if name in input_ranges:
+            raise click.BadParameter(f"range for {name or 'the input'} given twice", param_hint="--inputs-range")
+        input_ranges[name] = rng
+    input_shapes = dict(_parse_shape(s) for s in shapes)
+
+    def work() -> None:
+        from qconvert import api
+
+        target = output or str(api.default_output(model))
+        result = api.convert_graph(model, input_ranges, input_shapes, _names(inputs), _names(outputs), dump_after)
+        api.write_atomic(target, result.model)
+        for note in result.notes:
+            click.echo(f"qconvert: note: {note}", err=True)
+        g = result.graph
+        click.echo(f"wrote {target}: {len(g.nodes)} ops, {len(result.model)} bytes, "
+                   f"inputs {', '.join(_io(g, n) for n in g.inputs)}; outputs {', '.join(_io(g, n) for n in g.outputs)}")
+
+    _guard(work, debug)
+
+
+@cli.command()
+@click.argument("model", type=click.Path(path_type=str))
+@click.option("--json", "as_json", is_flag=True, help="One JSON document instead of text.")
+@click.option("--debug", is_flag=True, help="Show a traceback on errors.")
+def dump(model: str, as_json: bool, debug: bool) -> None:
+    """Show what is in a .tflite model: ops, tensors, quantization, metadata."""
+
+    def work() -> None:
+        from qconvert.dump import dump_model
+
+        click.echo(dump_model(model, as_json=as_json), nl=False)
+
+    _guard(work, debug)
+
+
+def _io(graph, name: str) -> str:
+    t = graph.tensors[name]
+    q = t.quant
+    return f"{name} {t.dtype}{list(t.shape)} scale={float(q.scale[0]):.6g} zp={q.zero_point[0]}" if q else name
+
+
+def _guard(work, debug: bool) -> None:
+    from qconvert.converter.ir import ConversionError, UsageError
+
+    try:
+        work()
+    except UsageError as exc:
+        click.echo(f"qconvert: usage error: {exc}", err=True)
+        sys.exit(2)
+    except ConversionError as exc:
+        if debug:
+            import traceback
+
+            traceback.print_exc()
+        click.echo(f"qconvert: error: {exc}", err=True)
+        sys.exit(1)
+    except (KeyboardInterrupt, click.exceptions.Exit, SystemExit):
+        raise
+    except Exception as exc:  # noqa: BLE001 - the last line of defence: one line, exit 1
+        if debug:
+            import traceback
+
+            traceback.print_exc()
+        click.echo(f"qconvert: internal error: {type(exc).__name__}: {exc} (rerun with --debug for a traceback)", err=True)
+        sys.exit(1)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        cli.main(args=list(argv) if argv is not None else None, prog_name="qconvert", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("qconvert: aborted", err=True)
+        return 1
+    except click.exceptions.UsageError as exc:
+        msg = exc.format_message()
+        hint = f" (see: qconvert {exc.ctx.info_name if exc.ctx and exc.ctx.info_name != 'qconvert' else ''} --help)".replace("  ", " ")
+        click.echo(f"qconvert: usage error: {msg}{hint}", err=True)
+        return 2
+    except click.exceptions.ClickException as exc:
+        click.echo(f"qconvert: error: {exc.format_message()}", err=True)
+        return exc.exit_code
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    return 0

@@ -1,0 +1,350 @@
+"""The op table: one row per op, rules as data.
+
+Two views of the same table:
+
+* ``TF_OPS`` is keyed by the TensorFlow op name found in a GraphDef. A row says
+  which TFLite op it becomes, how to infer its output shape, and (where
+  constant folding needs it) a numpy float32 kernel.
+* ``TFL_OPS`` is keyed by the TFLite builtin name used in the IR after
+  legalization. A row holds the op's quantization rule, its fixed output
+  parameters if any, the int8 op version TensorFlow writes, and whether a
+  following activation can be fused into it.
+
+Passes look rules up here instead of branching on op names.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from qconvert.converter.ir import ConversionError
+
+Shape = tuple[int, ...]
+
+
+class Rule(enum.Enum):
+    """How an op's int8 parameters relate to its neighbours' (TFLite int8 spec)."""
+
+    FREE = "free"  # output has its own range (from a FakeQuant); the kernel rescales
+    WEIGHTED = "weighted"  # like FREE, plus int8 weights and an int32 bias of scale in*w
+    SAME_SCALE = "same-scale"  # inputs and output share one scale and zero point
+    FIXED = "fixed-output"  # the kernel requires fixed output parameters
+    QUANT = "quant"  # QUANTIZE / DEQUANTIZE themselves
+    LAYOUT = "layout"  # weight layout ops, folded away before quantization
+
+
+@dataclass(frozen=True)
+class TflOp:
+    rule: Rule
+    int8_version: int
+    fixed: tuple[float, int] | None = None  # (scale, zero_point) for Rule.FIXED
+    weight_axis: int | None = None  # per-channel axis of the weight (None: per-tensor)
+    fuses_activation: bool = False
+    float_inputs: tuple[int, ...] | None = None  # operand slots carrying activations (None: all)
+
+
+# Fixed output parameters and where the kernels require them:
+#   SOFTMAX  - activations.cc SoftmaxPrepare: zero_point == -128, scale == 1/256
+#   LOGISTIC - activations.cc SigmoidPrepare: scale == 1/256 exactly, zero_point -128
+#   TANH     - activations.cc TanhPrepare / converter: scale 1/128, zero_point 0
+TFL_OPS: dict[str, TflOp] = {
+    "CONV_2D": TflOp(Rule.WEIGHTED, 3, weight_axis=0, fuses_activation=True, float_inputs=(0,)),
+    "DEPTHWISE_CONV_2D": TflOp(Rule.WEIGHTED, 3, weight_axis=3, fuses_activation=True, float_inputs=(0,)),
+    "FULLY_CONNECTED": TflOp(Rule.WEIGHTED, 4, weight_axis=None, fuses_activation=True, float_inputs=(0,)),
+    "ADD": TflOp(Rule.FREE, 2, fuses_activation=True),
+    "SUB": TflOp(Rule.FREE, 2, fuses_activation=True),
+    "MUL": TflOp(Rule.FREE, 2, fuses_activation=True),
+    "MEAN": TflOp(Rule.FREE, 2, float_inputs=(0,)),
+    "RELU": TflOp(Rule.FREE, 2),
+    "RELU6": TflOp(Rule.FREE, 2),
+    "RELU_N1_TO_1": TflOp(Rule.FREE, 2),
+    "AVERAGE_POOL_2D": TflOp(Rule.SAME_SCALE, 2),
+    "MAX_POOL_2D": TflOp(Rule.SAME_SCALE, 2),
+    "CONCATENATION": TflOp(Rule.SAME_SCALE, 2),
+    "RESHAPE": TflOp(Rule.SAME_SCALE, 1, float_inputs=(0,)),
+    "SQUEEZE": TflOp(Rule.SAME_SCALE, 1),
+    "PAD": TflOp(Rule.SAME_SCALE, 2, float_inputs=(0,)),
+    "SOFTMAX": TflOp(Rule.FIXED, 2, fixed=(1.0 / 256.0, -128)),
+    "LOGISTIC": TflOp(Rule.FIXED, 2, fixed=(1.0 / 256.0, -128)),
+    "TANH": TflOp(Rule.FIXED, 2, fixed=(1.0 / 128.0, 0)),
+    "QUANTIZE": TflOp(Rule.QUANT, 1),
+    "DEQUANTIZE": TflOp(Rule.QUANT, 2),
+    "FAKE_QUANT": TflOp(Rule.QUANT, 1),
+    "TRANSPOSE": TflOp(Rule.LAYOUT, 2, float_inputs=(0,)),
+}
+
+ACTIVATIONS = {"RELU": "RELU", "RELU6": "RELU6", "RELU_N1_TO_1": "RELU_N1_TO_1"}
+
+
+def float_operands(op: str, inputs: Sequence[str]) -> list[int]:
+    """Operand slots of ``op`` that carry float activations (not shapes, axes, weights)."""
+    row = TFL_OPS.get(op)
+    if row is None or row.float_inputs is None:
+        return list(range(len(inputs)))
+    return [i for i in row.float_inputs if i < len(inputs)]
+
+
+# ---------------------------------------------------------------------------
+# Shape inference for TensorFlow ops (NHWC)
+
+
+def _attr(node: Any, key: str, default: Any = None) -> Any:
+    return node.attrs.get(key, default)
+
+
+def _nhwc_only(node: Any) -> None:
+    fmt = _attr(node, "data_format", "NHWC")
+    if fmt not in ("NHWC", "", None):
+        raise ConversionError(
+            f"node '{node.name}' ({node.op}) uses data_format {fmt}; only NHWC graphs are supported "
+            f"(TFLite is NHWC): re-export the model with channels-last layout"
+        )
+
+
+def _window_out(size: int, k: int, stride: int, dilation: int, padding: str) -> int:
+    eff = (k - 1) * dilation + 1
+    if padding == "SAME":
+        return -(-size // stride)
+    if padding == "VALID":
+        return (size - eff) // stride + 1
+    raise ConversionError(f"padding '{padding}' is not supported; use SAME or VALID")
+
+
+def _conv_like(node: Any, x: Shape, h: int, w: int, out_c: int) -> Shape:
+    _nhwc_only(node)
+    if len(x) != 4:
+        raise ConversionError(f"node '{node.name}' ({node.op}): input must be 4-D NHWC, got shape {list(x)}")
+    strides = _attr(node, "strides", [1, 1, 1, 1])
+    dil = _attr(node, "dilations", [1, 1, 1, 1]) or [1, 1, 1, 1]
+    pad = _attr(node, "padding", "VALID")
+    oh = _window_out(x[1], h, strides[1], dil[1], pad)
+    ow = _window_out(x[2], w, strides[2], dil[2], pad)
+    if oh <= 0 or ow <= 0:
+        raise ConversionError(f"node '{node.name}' ({node.op}): window larger than input {list(x)}")
+    return (x[0], oh, ow, out_c)
+
+
+def shape_conv2d(node: Any, s: list[Shape], c: list[Any]) -> Shape:
+    w = s[1]
+    if len(w) != 4 or w[2] != s[0][-1]:
+        raise ConversionError(
+            f"node '{node.name}' (Conv2D): filter shape {list(w)} does not fit input {list(s[0])}"
+        )
+    return _conv_like(node, s[0], w[0], w[1], w[3])
+
+
+def shape_depthwise(node: Any, s: list[Shape], c: list[Any]) -> Shape:
+    w = s[1]
+    if len(w) != 4 or w[2] != s[0][-1]:
+        raise ConversionError(
+            f"node '{node.name}' (DepthwiseConv2dNative): filter shape {list(w)} does not fit input {list(s[0])}"
+        )
+    return _conv_like(node, s[0], w[0], w[1], w[2] * w[3])
+
+
+def shape_pool(node: Any, s: list[Shape], c: list[Any]) -> Shape:
+    k = _attr(node, "ksize", [1, 1, 1, 1])
+    if k[0] != 1 or k[3] != 1:
+        raise ConversionError(f"node '{node.name}' ({node.op}): pooling over batch or channels is not supported")
+    return _conv_like(node, s[0], k[1], k[2], s[0][3])
+
+
+def shape_matmul(node: Any, s: list[Shape], c: list[Any]) -> Shape:
+    a, b = s
+    if len(a) != 2 or len(b) != 2:
+        raise ConversionError(f"node '{node.name}' (MatMul): operands must be 2-D, got {list(a)} and {list(b)}")
+    m, k = (a[1], a[0]) if _attr(node, "transpose_a", False) else a
+    k2, n = (b[1], b[0]) if _attr(node, "transpose_b", False) else b
+    if k != k2:
+        raise ConversionError(f"node '{node.name}' (MatMul): inner dimensions differ: {list(a)} x {list(b)}")
+    return (m, n)
+
+
+def shape_broadcast(node: Any, s: list[Shape], c: list[Any]) -> Shape:
+    try:
+        return tuple(int(d) for d in np.broadcast_shapes(*s))
+    except ValueError:
+        raise ConversionError(
+            f"node '{node.name}' ({node.op}): shapes {[list(x) for x in s]} do not broadcast"
+        ) from None
+
+
+def shape_bias_add(node: Any, s: list[Shape], c: list[Any]) -> Shape:
+    _nhwc_only(node)
+    if len(s[1]) != 1 or s[1][0] != s[0][-1]:
+        raise ConversionError(f"node '{node.name}' (BiasAdd): bias {list(s[1])} does not match {list(s[0])}")
+    return s[0]
+
+
+def shape_same(node: Any, s: list[Shape], c: list[Any]) -> Shape:
+    return s[0]
+
+
+def _const_input(node: Any, c: list[Any], i: int, what: str) -> np.ndarray:
+    if i >= len(c) or c[i] is None:
+        raise ConversionError(
+            f"node '{node.name}' ({node.op}): the {what} must be a constant; freeze the graph so it is one"
+        )
+    return np.asarray(c[i])
+
+
+def _axes(node: Any, axes: np.ndarray, rank: int) -> list[int]:
+    out = []
+    for a in np.atleast_1d(axes).astype(np.int64).tolist():
+        if not -rank <= a < rank:
+            raise ConversionError(f"node '{node.name}' ({node.op}): axis {a} out of range for rank {rank}")
+        out.append(a % rank)
+    return out
+
+
+def shape_mean(node: Any, s: list[Shape], c: list[Any]) -> Shape:
+    axes = _axes(node, _const_input(node, c, 1, "reduction axes"), len(s[0]))
+    if _attr(node, "keep_dims", False):
+        return tuple(1 if i in axes else d for i, d in enumerate(s[0]))
+    return tuple(d for i, d in enumerate(s[0]) if i not in axes)
+
+
+def shape_reshape(node: Any, s: list[Shape], c: list[Any]) -> Shape:
+    target = [int(v) for v in _const_input(node, c, 1, "target shape").reshape(-1)]
+    total = int(np.prod(s[0], dtype=np.int64))
+    known = int(np.prod([d for d in target if d != -1], dtype=np.int64))
+    if target.count(-1) > 1 or any(d < -1 for d in target):
+        raise ConversionError(f"node '{node.name}' (Reshape): invalid target shape {target}")
+    if -1 in target:
+        if known == 0 or total % known:
+            raise ConversionError(f"node '{node.name}' (Reshape): cannot reshape {list(s[0])} to {target}")
+        target[target.index(-1)] = total // known
+    if int(np.prod(target, dtype=np.int64)) != total:
+        raise ConversionError(f"node '{node.name}' (Reshape): cannot reshape {list(s[0])} to {target}")
+    return tuple(target)
+
+
+def shape_squeeze(node: Any, s: list[Shape], c: list[Any]) -> Shape:
+    dims = _attr(node, "squeeze_dims", []) or []
+    axes = _axes(node, np.array(dims, dtype=np.int64), len(s[0])) if dims else [
+        i for i, d in enumerate(s[0]) if d == 1
+    ]
+    for a in axes:
+        if s[0][a] != 1:
+            raise ConversionError(f"node '{node.name}' (Squeeze): dimension {a} of {list(s[0])} is not 1")
+    return tuple(d for i, d in enumerate(s[0]) if i not in axes)
+
+
+def shape_concat(node: Any, s: list[Shape], c: list[Any]) -> Shape:
+    n = _attr(node, "N", len(s) - 1)
+    parts = s[:n]
+    rank = len(parts[0])
+    axis = _axes(node, _const_input(node, c, n, "axis"), rank)[0]
+    for p in parts:
+        if len(p) != rank or any(p[i] != parts[0][i] for i in range(rank) if i != axis):
+            raise ConversionError(
+                f"node '{node.name}' (ConcatV2): shapes {[list(x) for x in parts]} cannot be joined on axis {axis}"
+            )
+    out = list(parts[0])
+    out[axis] = sum(p[axis] for p in parts)
+    return tuple(out)
+
+
+def shape_pad(node: Any, s: list[Shape], c: list[Any]) -> Shape:
+    pads = _const_input(node, c, 1, "paddings").astype(np.int64)
+    if pads.shape != (len(s[0]), 2) or (pads < 0).any():
+        raise ConversionError(f"node '{node.name}' (Pad): paddings {pads.tolist()} do not fit {list(s[0])}")
+    return tuple(int(d + p[0] + p[1]) for d, p in zip(s[0], pads))
+
+
+def shape_transpose(node: Any, s: list[Shape], c: list[Any]) -> Shape:
+    perm = _const_input(node, c, 1, "permutation").astype(np.int64).tolist()
+    return tuple(s[0][p] for p in perm)
+
+
+# ---------------------------------------------------------------------------
+# Float kernels used by constant folding
+
+
+def _fake_quant_kernel(node: Any, x: np.ndarray, *rest: np.ndarray) -> np.ndarray:
+    from qconvert.converter import quant_math
+
+    return quant_math.fake_quant_float32(
+        x.astype(np.float32),
+        node.attrs["min"],
+        node.attrs["max"],
+        num_bits=node.attrs.get("num_bits", 8),
+        narrow_range=node.attrs.get("narrow_range", False),
+        per_channel=node.attrs.get("per_channel", False),
+        variant=node.attrs.get("variant", "vars"),
+    )
+
+
+def _kernel_reshape(node: Any, x: np.ndarray, shape: np.ndarray) -> np.ndarray:
+    return x.reshape([int(v) for v in shape.reshape(-1)])
+
+
+def _kernel_concat(node: Any, *xs: np.ndarray) -> np.ndarray:
+    return np.concatenate(xs, axis=node.attrs["axis"])
+
+
+KERNELS: dict[str, Callable[..., np.ndarray]] = {
+    "FAKE_QUANT": _fake_quant_kernel,
+    "TRANSPOSE": lambda node, x, perm: np.transpose(x, perm.astype(np.int64).tolist()),
+    "RESHAPE": _kernel_reshape,
+    "ADD": lambda node, a, b: np.add(a, b),
+    "SUB": lambda node, a, b: np.subtract(a, b),
+    "MUL": lambda node, a, b: np.multiply(a, b),
+    "CONCATENATION": _kernel_concat,
+    "SQUEEZE": lambda node, x: x.reshape(node.attrs["_shape"]),
+    "PAD": lambda node, x, p: np.pad(x, p.astype(np.int64).tolist()),
+}
+
+
+@dataclass(frozen=True)
+class TfOp:
+    """A TensorFlow op we read: the TFLite op it becomes and its shape function."""
+
+    tfl: str | None
+    shape: Callable[[Any, list[Shape], list[Any]], Shape] | None
+
+
+# ``None`` as the TFLite op marks structural ops that disappear (Identity) or that
+# the importer turns into tensors (Const, Placeholder).
+TF_OPS: dict[str, TfOp] = {
+    "Placeholder": TfOp(None, None),
+    "PlaceholderWithDefault": TfOp(None, shape_same),
+    "Const": TfOp(None, None),
+    "Identity": TfOp(None, shape_same),
+    "StopGradient": TfOp(None, shape_same),
+    "Snapshot": TfOp(None, shape_same),
+    "NoOp": TfOp(None, None),
+    "Conv2D": TfOp("CONV_2D", shape_conv2d),
+    "DepthwiseConv2dNative": TfOp("DEPTHWISE_CONV_2D", shape_depthwise),
+    "MatMul": TfOp("FULLY_CONNECTED", shape_matmul),
+    "BiasAdd": TfOp("ADD", shape_bias_add),
+    "Add": TfOp("ADD", shape_broadcast),
+    "AddV2": TfOp("ADD", shape_broadcast),
+    "Sub": TfOp("SUB", shape_broadcast),
+    "Mul": TfOp("MUL", shape_broadcast),
+    "Relu": TfOp("RELU", shape_same),
+    "Relu6": TfOp("RELU6", shape_same),
+    "AvgPool": TfOp("AVERAGE_POOL_2D", shape_pool),
+    "MaxPool": TfOp("MAX_POOL_2D", shape_pool),
+    "Mean": TfOp("MEAN", shape_mean),
+    "Reshape": TfOp("RESHAPE", shape_reshape),
+    "Squeeze": TfOp("SQUEEZE", shape_squeeze),
+    "ConcatV2": TfOp("CONCATENATION", shape_concat),
+    "Pad": TfOp("PAD", shape_pad),
+    "Softmax": TfOp("SOFTMAX", shape_same),
+    "Sigmoid": TfOp("LOGISTIC", shape_same),
+    "Tanh": TfOp("TANH", shape_same),
+    "FakeQuantWithMinMaxArgs": TfOp("FAKE_QUANT", shape_same),
+    "FakeQuantWithMinMaxVars": TfOp("FAKE_QUANT", shape_same),
+    "FakeQuantWithMinMaxVarsPerChannel": TfOp("FAKE_QUANT", shape_same),
+}
+
+STRUCTURAL = {"Identity", "StopGradient", "Snapshot", "PlaceholderWithDefault"}
+
+
+def supported_ops() -> str:
+    return ", ".join(sorted(k for k in TF_OPS if k not in ("NoOp",)))

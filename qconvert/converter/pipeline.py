@@ -1,0 +1,109 @@
+"""The pipeline driver: stages in order, invariants checked after each.
+
+    .pb ─import─▶ inputs ─▶ legalize ─▶ fold ─▶ prepare ─▶ quantize ─write─▶ .tflite
+
+Each stage is a list of passes ``pass(graph) -> graph``. ``dump_after`` prints the
+IR after the named stage. A broken invariant is reported with the stage and pass
+that ran last, so a bug in a pass points at itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Callable, Mapping, Sequence, TextIO
+
+from qconvert.converter.ir import ConversionError, Graph
+
+Pass = Callable[[Graph], Graph]
+STAGES = ("import", "inputs", "legalize", "fold", "prepare", "quantize")
+
+
+@dataclass
+class Options:
+    input_ranges: Mapping[str | None, tuple[float, float]] = field(default_factory=dict)
+    input_shapes: Mapping[str, Sequence[int]] = field(default_factory=dict)
+    inputs: Sequence[str] | None = None
+    outputs: Sequence[str] | None = None
+    dump_after: Sequence[str] = ()
+    dump_to: TextIO | None = None
+
+
+class InvariantError(ConversionError):
+    pass
+
+
+def stages(options: Options) -> list[tuple[str, list[Pass]]]:
+    from qconvert.legalize.fake_quant import legalize_fake_quant
+    from qconvert.legalize.input_ranges import set_input_ranges
+    from qconvert.legalize.tf_ops import legalize_ops
+    from qconvert.prepare.check import check_quantizable
+    from qconvert.prepare.drop_fake_quant import drop_fake_quant
+    from qconvert.prepare.fold_constants import fold_constants
+    from qconvert.prepare.fuse import fuse_activation, fuse_bias_add
+    from qconvert.prepare.hoist_layout import hoist_layout
+    from qconvert.prepare.propagate import propagate_quant_params
+    from qconvert.quantize_pass.constants import quantize_constants
+    from qconvert.quantize_pass.finalize import assign_versions, check_int8, requant_metadata, tidy_names
+    from qconvert.quantize_pass.fold_ops import fold_quantized_ops, fold_requantize
+    from qconvert.quantize_pass.io import quantize_io
+
+    set_ranges = partial(set_input_ranges, ranges=options.input_ranges)
+    set_ranges.__name__ = "set_input_ranges"  # type: ignore[attr-defined]
+    return [
+        ("inputs", [set_ranges]),
+        ("legalize", [legalize_fake_quant, legalize_ops]),
+        ("fold", [fold_constants, hoist_layout, fold_constants, drop_fake_quant]),
+        ("prepare", [fuse_bias_add, fuse_activation, propagate_quant_params, check_quantizable]),
+        (
+            "quantize",
+            [quantize_constants, fold_quantized_ops, fold_requantize, quantize_io,
+             _rename_io, tidy_names, check_int8, assign_versions, requant_metadata],
+        ),
+    ]
+
+
+def _rename_io(graph: Graph) -> Graph:
+    from qconvert.quantize_pass.io import rename_io
+
+    return rename_io(graph, graph.input_names, graph.output_names)
+
+
+def check_invariants(graph: Graph) -> None:
+    produced: set[str] = set(graph.inputs)
+    for node in graph.nodes:
+        for name in node.inputs + node.outputs:
+            if name not in graph.tensors:
+                raise InvariantError(f"node '{node.name}' ({node.op}) refers to missing tensor '{name}'")
+        for out in node.outputs:
+            if out in produced or graph.tensors[out].data is not None:
+                raise InvariantError(f"tensor '{out}' is produced twice")
+            produced.add(out)
+    graph.topological_order()
+    for name in graph.outputs:
+        if name not in graph.tensors:
+            raise InvariantError(f"graph output '{name}' is missing")
+
+
+def run(graph: Graph, options: Options) -> Graph:
+    graph.input_names = list(graph.inputs)
+    _maybe_dump(graph, "import", options)
+    for stage, passes in stages(options):
+        for p in passes:
+            graph = p(graph)
+            try:
+                check_invariants(graph)
+            except ConversionError as exc:
+                raise InvariantError(
+                    f"internal error after stage '{stage}' (pass {getattr(p, '__name__', p)}): {exc}"
+                ) from exc
+        _maybe_dump(graph, stage, options)
+    return graph
+
+
+def _maybe_dump(graph: Graph, stage: str, options: Options) -> None:
+    if stage in options.dump_after:
+        import sys
+
+        out = options.dump_to or sys.stdout
+        out.write(f"// IR after stage '{stage}'\n{graph.dump()}\n")

@@ -1,0 +1,93 @@
+"""Helpers for the QUANTIZE → DEQUANTIZE pairs that carry quantization parameters.
+
+Between legalization and the quantize stage, a tensor's int8 parameters are
+expressed the way TensorFlow's converter expresses them: a float tensor ``t``
+feeds ``QUANTIZE`` (whose int8 output carries the parameters), whose output
+feeds ``DEQUANTIZE`` back to float. The ``origin`` attribute on the QUANTIZE
+node records who decided the parameters; parameters from a FakeQuant, an input
+range or a fixed-output op are immutable, propagated ones are not.
+"""
+
+from __future__ import annotations
+
+from qconvert.converter.ir import Graph, Node, QuantParams, Tensor
+
+IMMUTABLE_ORIGINS = {"fake_quant", "input_range", "fixed", "weight", "bias"}
+
+
+def add_qdq(graph: Graph, source: str, params: QuantParams, origin: str, at: int | None = None) -> tuple[Node, Node, str]:
+    """Create Q(source) → DQ nodes; return (q, dq, name of the float DQ output)."""
+    base = graph.tensors[source]
+    qname = graph.unique_name(f"{source}/q")
+    dqname = graph.unique_name(f"{source}/dq")
+    graph.add_tensor(Tensor(qname, params.dtype, base.shape, None, params))
+    graph.add_tensor(Tensor(dqname, "float32", base.shape))
+    q = Node("QUANTIZE", [source], [qname], {"origin": origin}, name=qname)
+    dq = Node("DEQUANTIZE", [qname], [dqname], {}, name=dqname)
+    if at is None:
+        graph.add_node(q)
+        graph.add_node(dq)
+    else:
+        graph.add_node(dq, at)
+        graph.add_node(q, at)
+    return q, dq, dqname
+
+
+def insert_qdq_after(graph: Graph, tensor: str, params: QuantParams, origin: str) -> str:
+    """Every reader of ``tensor`` (and graph outputs) now reads it through Q(params) → DQ."""
+    readers = list(graph.consumers(tensor))
+    was_output = tensor in graph.outputs
+    at = _position_after(graph, tensor)
+    q, dq, dq_out = add_qdq(graph, tensor, params, origin, at)
+    for node in readers:
+        node.inputs = [dq_out if i == tensor else i for i in node.inputs]
+    if was_output:
+        graph.outputs = [dq_out if o == tensor else o for o in graph.outputs]
+    graph.touch()
+    return dq_out
+
+
+def insert_qdq_on_edge(graph: Graph, node: Node, slot: int, params: QuantParams, origin: str) -> str:
+    """Only ``node``'s operand ``slot`` reads its value through a new Q(params) → DQ."""
+    source = node.inputs[slot]
+    _, _, dq_out = add_qdq(graph, source, params, origin, graph.nodes.index(node))
+    node.inputs[slot] = dq_out
+    graph.touch()
+    return dq_out
+
+
+def _position_after(graph: Graph, tensor: str) -> int:
+    prod = graph.producer(tensor)
+    if prod is None:
+        return 0
+    return graph.nodes.index(prod) + 1
+
+
+def dequantized_from(graph: Graph, tensor: str) -> tuple[Node, Node] | None:
+    """If ``tensor`` is DQ(Q(x)), return (q, dq)."""
+    dq = graph.producer(tensor)
+    if dq is None or dq.op != "DEQUANTIZE":
+        return None
+    q = graph.producer(dq.inputs[0])
+    if q is None or q.op != "QUANTIZE":
+        return None
+    return q, dq
+
+
+def params_in(graph: Graph, tensor: str) -> tuple[QuantParams, bool] | None:
+    """Parameters a reader of ``tensor`` sees, and whether they are immutable."""
+    dq = graph.producer(tensor)
+    if dq is None or dq.op != "DEQUANTIZE":
+        return None
+    qt = graph.tensors[dq.inputs[0]]
+    q = graph.producer(dq.inputs[0])
+    origin = q.attrs.get("origin", "") if q is not None else "const"
+    return qt.quant, origin in IMMUTABLE_ORIGINS  # type: ignore[return-value]
+
+
+def params_out(graph: Graph, tensor: str) -> tuple[QuantParams, bool] | None:
+    """Parameters of the first QUANTIZE reading ``tensor``, and whether immutable."""
+    for node in graph.consumers(tensor):
+        if node.op == "QUANTIZE" and node.inputs[0] == tensor:
+            return graph.tensors[node.outputs[0]].quant, node.attrs.get("origin", "") in IMMUTABLE_ORIGINS  # type: ignore[return-value]
+    return None

@@ -1,0 +1,65 @@
+"""Stage 1: graph inputs get their int8 parameters.
+
+    input ──▶ op        ⇒        input ──▶ Q(range) ──▶ DQ ──▶ op
+
+The range comes from ``--inputs-range`` and is turned into parameters the way
+TensorFlow's converter turns ``quantized_input_stats`` into them (signed domain).
+An input whose every reader is a FakeQuant keeps the FakeQuant's range instead,
+as in TensorFlow; a range given for it is reported as ignored.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Mapping
+
+from qconvert.converter.ir import ConversionError, Graph, UsageError
+from qconvert.converter.qdq import insert_qdq_after
+
+_FAKE_QUANTS = {"FakeQuantWithMinMaxArgs", "FakeQuantWithMinMaxVars", "FakeQuantWithMinMaxVarsPerChannel"}
+
+
+def resolve_ranges(graph: Graph, ranges: Mapping[str | None, tuple[float, float]]) -> dict[str, tuple[float, float]]:
+    """Match ``--inputs-range`` entries to graph inputs; a nameless range needs a single input."""
+    out: dict[str, tuple[float, float]] = {}
+    for name, (lo, hi) in ranges.items():
+        if not (math.isfinite(lo) and math.isfinite(hi)):
+            raise UsageError(f"--inputs-range {name or ''}: MIN and MAX must be finite numbers, got {lo},{hi}")
+        if not lo < hi:
+            raise UsageError(f"--inputs-range {name or ''}: MIN must be less than MAX, got {lo},{hi}")
+        if name is None:
+            if len(graph.inputs) != 1:
+                raise UsageError(
+                    f"the graph has {len(graph.inputs)} inputs ({', '.join(graph.inputs)}); "
+                    f"give each range a name: --inputs-range NAME=MIN,MAX"
+                )
+            name = graph.inputs[0]
+        if name not in graph.inputs:
+            raise UsageError(
+                f"--inputs-range names '{name}', which is not a graph input; inputs are: {', '.join(graph.inputs)}"
+            )
+        out[name] = (float(lo), float(hi))
+    return out
+
+
+def set_input_ranges(graph: Graph, ranges: Mapping[str | None, tuple[float, float]]) -> Graph:
+    from qconvert.converter.quant_math import input_range_params
+
+    named = resolve_ranges(graph, ranges)
+    for name in graph.inputs:
+        readers = graph.consumers(name)
+        if readers and all(n.op in _FAKE_QUANTS and n.inputs[0] == name for n in readers):
+            if name in named:
+                graph.notes.append(
+                    f"input '{name}': the FakeQuant '{readers[0].name}' after it sets its range; "
+                    f"--inputs-range {name}={named[name][0]:g},{named[name][1]:g} is ignored (as in TensorFlow)"
+                )
+            continue
+        if name not in named:
+            raise ConversionError(
+                f"input '{name}' has no range and no FakeQuant after it; pass --inputs-range {name}=MIN,MAX "
+                f"(the float range of the data you feed, e.g. -1,1)"
+            )
+        lo, hi = named[name]
+        insert_qdq_after(graph, name, input_range_params(lo, hi), "input_range")
+    return graph

@@ -1,0 +1,185 @@
+"""Stage 2b: TensorFlow ops become TFLite-level ops (still float).
+
+1. ``Conv2D(x, w)``                ⇒ ``CONV_2D(x, TRANSPOSE(w, [3,0,1,2]), zeros[O])``  (HWIO → OHWI)
+2. ``DepthwiseConv2dNative(x, w)`` ⇒ ``DEPTHWISE_CONV_2D(x, RESHAPE(w, [1,H,W,C·M]), zeros[C·M])``
+3. ``MatMul(a, b)``                ⇒ ``FULLY_CONNECTED(a, TRANSPOSE(b, [1,0]), zeros[N])``
+4. ``BiasAdd``/``Add``/``AddV2``/``Sub``/``Mul`` ⇒ ``ADD``/``SUB``/``MUL``
+5. pools, ``Mean``, ``Reshape``, ``Squeeze``, ``ConcatV2``, ``Pad``, ``Softmax``, ``Sigmoid``,
+   ``Tanh``, ``Relu``, ``Relu6`` ⇒ their TFLite namesakes, with options as TFLite writes them.
+
+Zero biases are added as TensorFlow's converter adds them; a following BiasAdd
+is fused into them later (prepare). Weight layout ops are folded in stage 3.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from qconvert.converter.ir import ConversionError, Graph, Node, Tensor
+from qconvert.converter.ops import TF_OPS
+
+Rewrite = Callable[[Graph, Node], None]
+
+
+def _layout(graph: Graph, node: Node, slot: int, op: str, arg: np.ndarray, shape: tuple[int, ...]) -> None:
+    """Insert ``op(node.inputs[slot], arg)`` in front of ``node`` (a weight layout change)."""
+    src = node.inputs[slot]
+    arg_name = graph.add_const(f"{node.name}/{op.lower()}_arg", arg.astype(np.int32))
+    out = graph.unique_name(f"{node.name}/{op.lower()}")
+    graph.add_tensor(Tensor(out, "float32", shape))
+    graph.add_node(Node(op, [src, arg_name], [out], {}, name=out), graph.nodes.index(node))
+    node.inputs[slot] = out
+
+
+def _zero_bias(graph: Graph, node: Node, channels: int) -> str:
+    return graph.add_const(f"{node.name}/bias", np.zeros(channels, np.float32))
+
+
+def _strides(node: Node) -> dict:
+    s = node.attrs.get("strides", [1, 1, 1, 1])
+    return {"stride_w": int(s[2]), "stride_h": int(s[1])}
+
+
+def _dilations(node: Node) -> dict:
+    d = node.attrs.get("dilations") or [1, 1, 1, 1]
+    return {"dilation_w_factor": int(d[2]), "dilation_h_factor": int(d[1])}
+
+
+def conv2d(graph: Graph, node: Node) -> None:
+    x, w = node.inputs[:2]
+    h, wd, i, o = graph.tensors[w].shape
+    _layout(graph, node, 1, "TRANSPOSE", np.array([3, 0, 1, 2]), (o, h, wd, i))
+    node.inputs.append(_zero_bias(graph, node, o))
+    node.attrs = {
+        "padding": node.attrs.get("padding", "VALID"),
+        **_strides(node),
+        "fused_activation_function": "NONE",
+        **_dilations(node),
+    }
+    node.op = "CONV_2D"
+
+
+def depthwise(graph: Graph, node: Node) -> None:
+    h, wd, c, m = graph.tensors[node.inputs[1]].shape
+    _layout(graph, node, 1, "RESHAPE", np.array([1, h, wd, c * m]), (1, h, wd, c * m))
+    node.inputs.append(_zero_bias(graph, node, c * m))
+    node.attrs = {
+        "padding": node.attrs.get("padding", "VALID"),
+        **_strides(node),
+        "depth_multiplier": int(m),
+        "fused_activation_function": "NONE",
+        **_dilations(node),
+    }
+    node.op = "DEPTHWISE_CONV_2D"
+
+
+def matmul(graph: Graph, node: Node) -> None:
+    if node.attrs.get("transpose_a", False):
+        raise ConversionError(f"node '{node.name}' (MatMul): transpose_a=True is not supported")
+    k, n = graph.tensors[node.inputs[1]].shape
+    if node.attrs.get("transpose_b", False):
+        n = k
+    else:
+        _layout(graph, node, 1, "TRANSPOSE", np.array([1, 0]), (n, k))
+    node.inputs.append(_zero_bias(graph, node, n))
+    node.attrs = {"fused_activation_function": "NONE", "weights_format": "DEFAULT", "keep_num_dims": False}
+    node.op = "FULLY_CONNECTED"
+
+
+def _plain(op: str, **attrs) -> Rewrite:
+    def rewrite(graph: Graph, node: Node) -> None:
+        node.op = op
+        node.attrs = dict(attrs)
+
+    return rewrite
+
+
+def pool(op: str) -> Rewrite:
+    def rewrite(graph: Graph, node: Node) -> None:
+        k = node.attrs.get("ksize", [1, 1, 1, 1])
+        node.attrs = {
+            "padding": node.attrs.get("padding", "VALID"),
+            **_strides(node),
+            "filter_width": int(k[2]),
+            "filter_height": int(k[1]),
+            "fused_activation_function": "NONE",
+        }
+        node.op = op
+
+    return rewrite
+
+
+def _int32_const(graph: Graph, node: Node, slot: int) -> None:
+    value = graph.const(node.inputs[slot])
+    if value is None:
+        raise ConversionError(f"node '{node.name}' ({node.op}): operand {slot} must be a constant")
+    node.inputs[slot] = graph.add_const(f"{node.name}/{slot}", np.asarray(value).astype(np.int32))
+
+
+def mean(graph: Graph, node: Node) -> None:
+    _int32_const(graph, node, 1)
+    node.attrs = {"keep_dims": bool(node.attrs.get("keep_dims", False))}
+    node.op = "MEAN"
+
+
+def reshape(graph: Graph, node: Node) -> None:
+    shape = graph.tensors[node.outputs[0]].shape
+    node.inputs[1] = graph.add_const(f"{node.name}/shape", np.array(shape, np.int32))
+    node.attrs = {}
+    node.op = "RESHAPE"
+
+
+def squeeze(graph: Graph, node: Node) -> None:
+    node.attrs = {"squeeze_dims": [int(d) for d in node.attrs.get("squeeze_dims", []) or []]}
+    node.op = "SQUEEZE"
+
+
+def concat(graph: Graph, node: Node) -> None:
+    rank = len(graph.tensors[node.outputs[0]].shape)
+    axis = int(np.asarray(graph.const(node.inputs[-1])).reshape(-1)[0]) % rank
+    node.inputs = node.inputs[:-1]
+    node.attrs = {"axis": axis, "fused_activation_function": "NONE"}
+    node.op = "CONCATENATION"
+
+
+def pad(graph: Graph, node: Node) -> None:
+    _int32_const(graph, node, 1)
+    node.attrs = {}
+    node.op = "PAD"
+
+
+REWRITES: dict[str, Rewrite] = {
+    "Conv2D": conv2d,
+    "DepthwiseConv2dNative": depthwise,
+    "MatMul": matmul,
+    "BiasAdd": _plain("ADD", fused_activation_function="NONE"),
+    "Add": _plain("ADD", fused_activation_function="NONE"),
+    "AddV2": _plain("ADD", fused_activation_function="NONE"),
+    "Sub": _plain("SUB", fused_activation_function="NONE"),
+    "Mul": _plain("MUL", fused_activation_function="NONE"),
+    "Relu": _plain("RELU"),
+    "Relu6": _plain("RELU6"),
+    "AvgPool": pool("AVERAGE_POOL_2D"),
+    "MaxPool": pool("MAX_POOL_2D"),
+    "Mean": mean,
+    "Reshape": reshape,
+    "Squeeze": squeeze,
+    "ConcatV2": concat,
+    "Pad": pad,
+    "Softmax": _plain("SOFTMAX", beta=1.0),
+    "Sigmoid": _plain("LOGISTIC"),
+    "Tanh": _plain("TANH"),
+}
+
+
+def legalize_ops(graph: Graph) -> Graph:
+    for node in graph:
+        rewrite = REWRITES.get(node.op)
+        if rewrite is not None:
+            rewrite(graph, node)
+            graph.touch()
+        elif node.op in TF_OPS and TF_OPS[node.op].tfl is not None and node.op not in ("FAKE_QUANT",):
+            raise ConversionError(f"node '{node.name}': no legalization for {node.op}")
+    return graph

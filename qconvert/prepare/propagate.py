@@ -1,0 +1,159 @@
+"""Stage 4b: give every float value on the quantized path its int8 parameters.
+
+After stage 2 the parameters sit in Q → DQ pairs from FakeQuants and input ranges.
+This pass adds the pairs TensorFlow's quantization driver adds, op by op, by the
+op table's rule, until nothing changes:
+
+1. WEIGHTED (conv, depthwise, FC): ``bias ──▶ op`` ⇒ ``bias ──▶ Q(in×w) ──▶ DQ ──▶ op``
+   (scale = input scale × weight scale, as doubles; zero point 0; int32).
+   A weight with no FakeQuant gets symmetric narrow-range parameters from its values.
+2. FIXED (softmax, logistic, tanh): ``op ──▶ y`` ⇒ ``op ──▶ Q(fixed) ──▶ DQ ──▶ y``;
+   a FakeQuant after it with another range becomes a requantize.
+3. SAME_SCALE (pools, concat, reshape, squeeze, pad): one set of parameters for all
+   operands and the result, chosen as TensorFlow's driver chooses it (an immutable
+   lone operand, else an immutable lone result, else the first immutable state, else
+   a propagated one). Operands or results that disagree get a requantize pair.
+4. FREE (add, sub, mul, mean, relu): a constant operand with no FakeQuant gets
+   asymmetric parameters from its values.
+
+Immutable parameters are those from FakeQuants, input ranges and fixed-output ops.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from qconvert.converter.ir import Graph, Node, QuantParams
+from qconvert.converter.ops import TFL_OPS, Rule, float_operands
+from qconvert.converter.qdq import insert_qdq_after, insert_qdq_on_edge, params_in, params_out
+
+
+def _signed_params(lo: float, hi: float, narrow: bool, axis: int | None = None) -> QuantParams:
+    from qconvert.converter import quant_math as qm
+
+    return qm.value_range_params(lo, hi, narrow_range=narrow, axis=axis)
+
+
+def weight_params(value: np.ndarray, axis: int | None) -> QuantParams:
+    """Symmetric int8 parameters for a weight without FakeQuant (per channel along ``axis``)."""
+    from qconvert.converter import quant_math as qm
+
+    v = np.asarray(value, dtype=np.float64)
+    if axis is None:
+        m = float(np.abs(v).max()) if v.size else 0.0
+        return qm.value_range_params(-m, m, narrow_range=True)
+    moved = np.moveaxis(v, axis, 0).reshape(v.shape[axis], -1)
+    ms = np.abs(moved).max(axis=1) if moved.size else np.zeros(v.shape[axis])
+    return qm.value_range_params_per_channel((-ms).tolist(), ms.tolist(), narrow_range=True, axis=axis)
+
+
+def _const_operand(graph: Graph, node: Node, slot: int) -> bool:
+    name = node.inputs[slot]
+    if not graph.is_const(name) or graph.tensors[name].dtype != "float32":
+        return False
+    value = graph.const(name)
+    lo = min(0.0, float(value.min())) if value.size else 0.0
+    hi = max(0.0, float(value.max())) if value.size else 0.0
+    insert_qdq_on_edge(graph, node, slot, _signed_params(lo, hi, False), "weight")
+    return True
+
+
+def _weighted(graph: Graph, node: Node) -> bool:
+    from qconvert.converter.quant_math import bias_params
+
+    changed = False
+    row = TFL_OPS[node.op]
+    x, w, b = node.inputs[:3]
+    if params_in(graph, w) is None and graph.is_const(w):
+        insert_qdq_on_edge(graph, node, 1, weight_params(graph.const(w), row.weight_axis), "weight")
+        changed = True
+    px, pw = params_in(graph, node.inputs[0]), params_in(graph, node.inputs[1])
+    if params_in(graph, b) is None and graph.is_const(b) and px is not None and pw is not None:
+        insert_qdq_on_edge(graph, node, 2, bias_params(px[0], pw[0]), "bias")
+        changed = True
+    return changed
+
+
+def _fixed(graph: Graph, node: Node) -> bool:
+    scale, zp = TFL_OPS[node.op].fixed  # type: ignore[misc]
+    fixed = QuantParams((scale,), (zp,))
+    out = node.outputs[0]
+    current = params_out(graph, out)
+    if current is not None and current[0].same_as(fixed) and current[1]:
+        return False
+    # Note: a pair we add ourselves is "fixed", hence immutable, so it is never re-added.
+    for q in graph.consumers(out):
+        if q.op == "QUANTIZE" and q.attrs.get("origin") == "fixed":
+            return False
+    insert_qdq_after(graph, out, fixed, "fixed")
+    return True
+
+
+def _choose_same_scale(operands: list, results: list) -> QuantParams | None:
+    """TensorFlow's choice of shared parameters for a same-scale op (quantization_driver.cc)."""
+    imm_ops = [s[0] for s in operands if s is not None and s[1]]
+    mut_ops = [s[0] for s in operands if s is not None and not s[1]]
+    if len(operands) == 1 and imm_ops:
+        return imm_ops[0]
+    imm_res = [s[0] for s in results if s is not None and s[1]]
+    mut_res = [s[0] for s in results if s is not None and not s[1]]
+    if len(results) == 1 and imm_res:
+        return imm_res[0]
+    if imm_ops or imm_res:
+        return (imm_ops + imm_res)[0]
+    if len(operands) == 1 and mut_ops:
+        return mut_ops[0]
+    if len(results) == 1 and mut_res:
+        return mut_res[0]
+    if mut_ops or mut_res:
+        return (mut_ops + mut_res)[0]
+    return None
+
+
+def _same_scale(graph: Graph, node: Node) -> bool:
+    slots = float_operands(node.op, node.inputs)
+    operands = [params_in(graph, node.inputs[i]) for i in slots]
+    out = node.outputs[0]
+    result = params_out(graph, out)
+    chosen = _choose_same_scale(operands, [result])
+    if chosen is None:
+        return False
+    changed = False
+    for slot, state in zip(slots, operands):
+        if state is None:
+            if graph.is_const(node.inputs[slot]):
+                insert_qdq_on_edge(graph, node, slot, chosen, "propagated")
+            else:
+                insert_qdq_after(graph, node.inputs[slot], chosen, "propagated")
+            changed = True
+        elif not state[0].same_as(chosen):
+            insert_qdq_on_edge(graph, node, slot, chosen, "requant")
+            changed = True
+    if result is None or not result[0].same_as(chosen):
+        insert_qdq_after(graph, out, chosen, "propagated")
+        changed = True
+    return changed
+
+
+def _free(graph: Graph, node: Node) -> bool:
+    changed = False
+    for slot in float_operands(node.op, node.inputs):
+        if params_in(graph, node.inputs[slot]) is None and _const_operand(graph, node, slot):
+            changed = True
+    return changed
+
+
+_HANDLERS = {Rule.WEIGHTED: _weighted, Rule.FIXED: _fixed, Rule.SAME_SCALE: _same_scale, Rule.FREE: _free}
+
+
+def propagate_quant_params(graph: Graph) -> Graph:
+    for _ in range(64):
+        changed = False
+        for node in graph.topological_order():
+            row = TFL_OPS.get(node.op)
+            handler = _HANDLERS.get(row.rule) if row is not None else None
+            if handler is not None and handler(graph, node):
+                changed = True
+        if not changed:
+            break
+    return graph

@@ -1,0 +1,31 @@
+"""Stage 5a: quantize constants.
+
+    const (float) ──▶ Q(params)        ⇒        const (int8 / int32, params)
+
+Weights round half away from zero after dividing by the double scale and adding the
+zero point; biases are int32 with zero point 0 (TensorFlow's UniformSupport.h).
+"""
+
+from __future__ import annotations
+
+from qconvert.converter.ir import Graph
+
+
+def quantize_constants(graph: Graph) -> Graph:
+    from qconvert.converter.quant_math import quantize_array, quantize_bias
+
+    dead = []
+    for node in graph:
+        if node.op != "QUANTIZE" or not graph.is_const(node.inputs[0]):
+            continue
+        out = graph.tensors[node.outputs[0]]
+        value = graph.const(node.inputs[0])
+        params = out.quant
+        if params.dtype == "int32":
+            out.data = quantize_bias(value, params.scale if params.axis is not None else params.scale[0])
+        else:
+            out.data = quantize_array(value, params)
+        out.dtype = out.data.dtype.name
+        dead.append(node)
+    graph.remove_nodes(dead)
+    return graph

@@ -1,0 +1,178 @@
+"""Precomputed requantization parameters, stored in the model metadata entry ``qconvert_requant``.
+
+TFLite kernels turn float scales into integer multipliers and shifts in their
+Prepare step. qconvert does that work at conversion time and writes the result
+here, so a runtime without floating point can use the file as it is.
+
+Layout (version 1). All integers are little-endian; every field is naturally
+aligned when the entry starts on a 4-byte boundary::
+
+    header   (12 bytes)
+      0  4  magic           b"QCRQ"
+      4  u16 format_version  1
+      6  u16 reserved        0
+      8  u32 record_count
+    record   (28 bytes + 8 * count), record_count times
+      0  u32 subgraph_index
+      4  u32 operator_index   index into the subgraph's operators
+      8  u16 builtin_code     BuiltinOperator code of that operator (a cross-check)
+     10  u16 flags            bit 0: per-channel; bits 1..15 reserved, 0
+     12  i32 activation_min   output clamp in the output's integer domain,
+     16  i32 activation_max   fused activation included
+     20  i32 left_shift       ADD/SUB: the input left shift (20 for int8); else 0
+     24  u32 count            number of (multiplier, shift) pairs
+     28  count x (i32 multiplier, i32 shift)
+
+A pair follows TFLite's QuantizeMultiplier: ``real ≈ multiplier * 2**(shift - 31)``
+with ``multiplier`` in [2**30, 2**31) (0 when the scale is zero or too small
+to represent), a positive ``shift`` meaning a left shift. What the pairs of a record are:
+
+    CONV_2D, DEPTHWISE_CONV_2D  one per output channel (per-channel flag set),
+                                in_scale * w_scale[c] / out_scale
+    FULLY_CONNECTED             one (per-tensor weights) or one per output channel
+    ADD, SUB                    three: input1, input2, output, with left_shift 20
+                                (input_i: in_i_scale / (2 * max_in_scale),
+                                 output: 2 * max_in_scale / (2**20 * out_scale))
+    MUL                         one: in1_scale * in2_scale / out_scale
+    QUANTIZE (int8 → int8)      one: in_scale / out_scale
+    MEAN                        one: in_scale / out_scale
+    other ops with a clamp      none (count 0), only activation_min/max
+
+Records appear in operator order; a decoder must reject an unknown magic,
+format version, non-zero reserved bits, or a length that does not match.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+import numpy as np
+from ai_edge_litert.schema_py_generated import BuiltinOperator
+
+METADATA_NAME = "qconvert_requant"
+MAGIC = b"QCRQ"
+FORMAT_VERSION = 1
+FLAG_PER_CHANNEL = 0x0001
+ADD_SUB_LEFT_SHIFT = 20  # tensorflow/lite/kernels/add.cc: left_shift for 8-bit inputs
+
+_HEADER = struct.Struct("<4sHHI")
+_RECORD = struct.Struct("<IIHHiiiI")
+_PAIR = np.dtype("<i4")
+_INT32 = (-(2**31), 2**31 - 1)
+_UINT32_MAX = 2**32 - 1
+
+_CODES = {k: v for k, v in vars(BuiltinOperator).items() if not k.startswith("_")}
+_NAMES = {v: k for k, v in _CODES.items()}
+
+
+@dataclass
+class RequantRecord:
+    op_index: int
+    builtin: str  # BuiltinOperator name, e.g. "CONV_2D"
+    act_min: int
+    act_max: int
+    left_shift: int
+    pairs: list[tuple[int, int]] = field(default_factory=list)  # (multiplier, shift)
+    per_channel: bool = False
+    subgraph_index: int = 0
+
+
+def _check_int(name: str, value: int, lo: int, hi: int, record: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ValueError(f"requant record {record}: {name} must be an integer, got {value!r}")
+    if not lo <= int(value) <= hi:
+        raise ValueError(f"requant record {record}: {name}={value} outside [{lo}, {hi}]")
+    return int(value)
+
+
+def _pairs_array(pairs: Sequence[tuple[int, int]] | np.ndarray, record: int) -> np.ndarray:
+    arr = np.asarray(pairs, dtype=np.int64)
+    if arr.size == 0:
+        return np.zeros((0, 2), dtype=_PAIR)
+    if arr.ndim != 2 or arr.shape[1] != 2:
+        raise ValueError(f"requant record {record}: pairs must be (multiplier, shift) pairs")
+    if arr.min() < _INT32[0] or arr.max() > _INT32[1]:
+        raise ValueError(f"requant record {record}: a multiplier or shift does not fit int32")
+    return arr.astype(_PAIR)
+
+
+def encode(records: Iterable[RequantRecord]) -> bytes:
+    """Records → the ``qconvert_requant`` bytes. ValueError on out-of-range fields."""
+    chunks: list[bytes] = []
+    seen: set[tuple[int, int]] = set()
+    count = 0
+    for k, r in enumerate(records):
+        if r.builtin not in _CODES:
+            raise ValueError(f"requant record {k}: '{r.builtin}' is not a TFLite builtin")
+        key = (
+            _check_int("subgraph_index", r.subgraph_index, 0, _UINT32_MAX, k),
+            _check_int("op_index", r.op_index, 0, _UINT32_MAX, k),
+        )
+        if key in seen:
+            raise ValueError(f"requant record {k}: a second record for operator {key[1]}")
+        seen.add(key)
+        act_min = _check_int("act_min", r.act_min, *_INT32, k)
+        act_max = _check_int("act_max", r.act_max, *_INT32, k)
+        if act_min > act_max:
+            raise ValueError(f"requant record {k}: act_min {act_min} > act_max {act_max}")
+        pairs = _pairs_array(r.pairs, k)
+        flags = FLAG_PER_CHANNEL if r.per_channel else 0
+        chunks.append(
+            _RECORD.pack(
+                *key, _CODES[r.builtin], flags, act_min, act_max,
+                _check_int("left_shift", r.left_shift, *_INT32, k), len(pairs),
+            )
+        )
+        chunks.append(pairs.tobytes())
+        count += 1
+    return _HEADER.pack(MAGIC, FORMAT_VERSION, 0, count) + b"".join(chunks)
+
+
+def decode(data: bytes) -> list[RequantRecord]:
+    """The ``qconvert_requant`` bytes → records. Strict: ValueError on any inconsistency."""
+    data = bytes(data)
+    if len(data) < _HEADER.size:
+        raise ValueError(f"{METADATA_NAME}: {len(data)} bytes, shorter than the header")
+    magic, version, reserved, count = _HEADER.unpack_from(data, 0)
+    if magic != MAGIC:
+        raise ValueError(f"{METADATA_NAME}: bad magic {magic!r}, expected {MAGIC!r}")
+    if version != FORMAT_VERSION:
+        raise ValueError(
+            f"{METADATA_NAME}: format version {version}, this reader knows {FORMAT_VERSION}"
+        )
+    if reserved != 0:
+        raise ValueError(f"{METADATA_NAME}: reserved header field is {reserved}, expected 0")
+    records = []
+    pos = _HEADER.size
+    for k in range(count):
+        if pos + _RECORD.size > len(data):
+            raise ValueError(f"{METADATA_NAME}: truncated at record {k} of {count}")
+        sub, op, code, flags, act_min, act_max, left_shift, n = _RECORD.unpack_from(data, pos)
+        pos += _RECORD.size
+        if flags & ~FLAG_PER_CHANNEL:
+            raise ValueError(f"{METADATA_NAME}: record {k} has reserved flag bits {flags:#06x}")
+        if code not in _NAMES:
+            raise ValueError(f"{METADATA_NAME}: record {k} has unknown builtin code {code}")
+        end = pos + n * 2 * _PAIR.itemsize
+        if end > len(data):
+            raise ValueError(f"{METADATA_NAME}: record {k} declares {n} pairs past the end")
+        pairs = np.frombuffer(data, dtype=_PAIR, count=2 * n, offset=pos).reshape(n, 2)
+        pos = end
+        records.append(
+            RequantRecord(
+                op_index=op,
+                builtin=_NAMES[code],
+                act_min=act_min,
+                act_max=act_max,
+                left_shift=left_shift,
+                pairs=[(m, s) for m, s in pairs.tolist()],
+                per_channel=bool(flags & FLAG_PER_CHANNEL),
+                subgraph_index=sub,
+            )
+        )
+    if pos != len(data):
+        extra = len(data) - pos
+        raise ValueError(f"{METADATA_NAME}: {extra} unexpected bytes after {count} records")
+    return records

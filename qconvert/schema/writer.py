@@ -1,0 +1,630 @@
+"""The TFLite backend: IR :class:`Graph` (TFLite-level ops) → ``.tflite`` bytes.
+
+Everything goes through the flatbuffer object API shipped with ``ai-edge-litert``
+(``ModelT``, ``SubGraphT``, ... ``.Pack``), so no offset is computed by hand::
+
+    Graph ──collect──▶ tensors (referenced only) + buffers (constants, metadata)
+          ──map──────▶ OperatorCode per builtin (max version), Operator per node,
+                       options table from node.attrs (snake_case → camelCase)
+          ──pack─────▶ Model v3, subgraph "main", metadata + min_runtime_version, "TFL3"
+
+Requires: nodes in topological order, ``node.op`` a ``BuiltinOperator`` name,
+``node.attrs`` the option fields in snake_case (names starting with "_" are
+internal and skipped), every referenced tensor present in ``graph.tensors``.
+Ensures: the same graph gives the same bytes.
+
+What TensorFlow 2.21's exporter writes, checked by converting small graphs, and
+matched here: ops without attributes get no options table, except the few in
+``_EMPTY_OPTIONS_OPS``; RESHAPE with a shape input gets no ``ReshapeOptions``;
+every tensor has a (possibly empty) ``QuantizationParameters`` table and
+``has_rank`` set. Unlike TensorFlow, activations share the empty buffer 0, and
+constant data starts on a 16-byte boundary.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from typing import Any, Sequence
+
+import flatbuffers
+import numpy as np
+from ai_edge_litert import schema_py_generated as schema
+
+from qconvert.converter.ir import Graph, Node, QuantParams, Tensor
+
+FILE_IDENTIFIER = b"TFL3"
+SCHEMA_VERSION = 3  # TFLITE_SCHEMA_VERSION
+SUBGRAPH_NAME = "main"
+MIN_RUNTIME_VERSION = "min_runtime_version"
+# flatbuffer_export.cc: kByteStringSize, the size of the min_runtime_version buffer.
+_RUNTIME_VERSION_BYTES = 16
+# Builtin codes >= 127 do not fit the deprecated int8 field (schema.fbs).
+_PLACEHOLDER_FOR_GREATER_OP_CODES = 127
+# Constant data starts on this boundary, so int32/float kernels read aligned memory.
+_BUFFER_ALIGNMENT = 16
+# A flatbuffer cannot exceed 2 GiB; leave room for everything that is not a buffer.
+_MAX_FLATBUFFER_BYTES = 2**31 - 2**24
+
+# BuiltinOperator members that are not ops this writer can emit.
+_NOT_WRITABLE = frozenset({"CUSTOM", "DELEGATE", "PLACEHOLDER_FOR_GREATER_OP_CODES"})
+
+# Options tables whose name is not the CamelCase of the op name. Every other op
+# finds its table by name: CONV_2D → Conv2DOptions, PADV2 → PadV2Options, ...
+_OPTIONS_OVERRIDES: dict[str, str] = {
+    "AVERAGE_POOL_2D": "Pool2DOptions",
+    "MAX_POOL_2D": "Pool2DOptions",
+    "L2_POOL_2D": "Pool2DOptions",
+    "MEAN": "ReducerOptions",
+    "SUM": "ReducerOptions",
+    "REDUCE_MAX": "ReducerOptions",
+    "REDUCE_MIN": "ReducerOptions",
+    "REDUCE_PROD": "ReducerOptions",
+    "REDUCE_ANY": "ReducerOptions",
+    "REDUCE_ALL": "ReducerOptions",
+    "MAXIMUM": "MaximumMinimumOptions",
+    "MINIMUM": "MaximumMinimumOptions",
+    "L2_NORMALIZATION": "L2NormOptions",
+    "UNIDIRECTIONAL_SEQUENCE_RNN": "SequenceRNNOptions",
+    "CONV_3D_TRANSPOSE": "Conv3DOptions",
+    "RANDOM_STANDARD_NORMAL": "RandomOptions",
+    "RANDOM_UNIFORM": "RandomOptions",
+    "MULTINOMIAL": "RandomOptions",
+}
+
+# Ops that have no attributes, yet TensorFlow 2.21 writes an empty options table
+# for them (seen in converted models). Other attribute-less ops get none.
+_EMPTY_OPTIONS_OPS = frozenset({"PAD", "PADV2", "EXP", "NEG", "SQUARE", "LOG_SOFTMAX", "SELECT"})
+
+# Attributes that duplicate an input tensor. TensorFlow writes the input only, so
+# the attribute is dropped when that input is present: op → (attr, input index).
+_ATTRS_GIVEN_AS_INPUT: dict[str, tuple[str, int]] = {
+    "RESHAPE": ("new_shape", 1),
+}
+
+# Option fields that hold a schema enum, by generated (camelCase) field name.
+_ENUM_FIELDS: dict[str, type] = {
+    "padding": schema.Padding,
+    "fusedActivationFunction": schema.ActivationFunctionType,
+    "weightsFormat": schema.FullyConnectedOptionsWeightsFormat,
+    "quantizedBiasType": schema.TensorType,
+    "outputType": schema.TensorType,
+    "inDataType": schema.TensorType,
+    "outDataType": schema.TensorType,
+    "idxOutType": schema.TensorType,
+    "outType": schema.TensorType,
+    "keyDtype": schema.TensorType,
+    "valueDtype": schema.TensorType,
+    "type": schema.LSHProjectionType,
+    "kernelType": schema.LSTMKernelType,
+    "combiner": schema.CombinerType,
+    "mode": schema.MirrorPadMode,
+    "reduceFunction": schema.ReduceWindowFunction,
+    "comparisonDirection": schema.StablehloComparisonDirection,
+    "compareType": schema.StablehloComparisonType,
+    "algorithm": schema.RngAlgorithm,
+    "compositeAttributesFormat": schema.CustomOptionsFormat,
+}
+
+# Minimum runtime version per (builtin, op version): entry i of a tuple is version
+# i + 1, None where that version has no entry. From TensorFlow's
+# tensorflow/compiler/mlir/lite/tools/versioning/runtime_version.cc; pairs not
+# listed contribute nothing, as there.
+RUNTIME_VERSIONS: dict[str, tuple[str | None, ...]] = {
+    "ABS": ("1.13.0", "2.4.0", "2.5.0", "2.6.0", "2.12.0"),
+    "ADD": ("1.5.0", "1.14.0", "2.4.0", "2.6.0", "2.13.0", "2.23.0"),
+    "ADD_N": ("1.14.0",),
+    "ARG_MAX": ("1.9.0", "1.14.0", "2.9.0"),
+    "ARG_MIN": ("1.9.0", "1.14.0", "2.9.0"),
+    "ASSIGN_VARIABLE": ("2.6.0",),
+    "ATAN2": ("2.10.0",),
+    "AVERAGE_POOL_2D": ("1.5.0", "1.14.0", "2.3.0"),
+    "BATCH_MATMUL": ("2.3.0", "2.3.0", "2.4.0", "2.5.0"),
+    "BATCH_TO_SPACE_ND": ("1.6.0", "1.14.0", "2.3.0", "2.12.0"),
+    "BIDIRECTIONAL_SEQUENCE_LSTM": ("1.14.0", "1.14.0", "1.14.0"),
+    "BIDIRECTIONAL_SEQUENCE_RNN": ("1.14.0", "1.14.0", "2.3.0"),
+    "BITCAST": ("2.13.0",),
+    "BITWISE_XOR": ("2.13.0",),
+    "BROADCAST_ARGS": ("2.6.0",),
+    "BROADCAST_TO": (None, "2.5.0", "2.5.0"),
+    "BUCKETIZE": ("2.8.0",),
+    "CALL_ONCE": ("2.5.0",),
+    "CAST": ("1.5.0", "2.7.0", "2.8.0", "2.9.0", "2.12.0", "2.15.0", "2.17.0", "2.21.0"),
+    "CEIL": ("1.14.0",),
+    "COMPLEX_ABS": ("2.5.0",),
+    "CONCATENATION": ("1.5.0", "1.14.0", "2.3.0", "2.14.0", "2.21.0"),
+    "CONV_2D": ("1.5.0", "1.14.0", "1.14.0", "2.3.0", "2.4.0", "2.9.0", "2.11.0", "2.15.0"),
+    "CONV_3D": ("2.5.0",),
+    "CONV_3D_TRANSPOSE": ("2.6.0",),
+    "COS": ("1.14.0",),
+    "CUMSUM": ("2.4.0",),
+    "DENSIFY": ("2.2.0",),
+    "DEPTH_TO_SPACE": ("2.1.0", "2.5.0"),
+    "DEPTHWISE_CONV_2D": ("1.5.0", "1.12.0", "1.14.0", "2.2.0", "2.3.0", "2.3.0", "2.11.0"),
+    "DEQUANTIZE": ("1.13.1", "1.14.0", "1.15.0", "2.2.0", "2.7.0", "2.18.0", "2.21.0", "2.22.0"),
+    "DILATE": ("2.15.0",),
+    "DIV": ("1.6.0", "2.3.0"),
+    "DYNAMIC_UPDATE_SLICE": ("2.9.0", "2.17.0", "2.19.0", "2.20.0", "2.21.0", "2.22.0"),
+    "ELU": ("1.14.0",),
+    "EMBEDDING_LOOKUP": ("1.13.0", "1.14.0", "1.14.0", "2.18.0", "2.21.0"),
+    "EMBEDDING_LOOKUP_SPARSE": ("1.5.0",),
+    "EQUAL": ("1.14.0", "1.14.0", "2.3.0", "2.13.0", "2.21.0"),
+    "EXP": ("1.7.0", "2.12.0"),
+    "EXPAND_DIMS": ("1.10.0",),
+    "FAKE_QUANT": ("1.5.0", "1.10.0"),
+    "FILL": ("1.13.0", "2.3.0", "2.5.0", "2.12.0"),
+    "FLOOR": ("1.9.0",),
+    "FLOOR_DIV": ("1.14.0", "1.14.0", "2.13.0"),
+    "FLOOR_MOD": ("1.13.0", "2.13.0"),
+    "FULLY_CONNECTED": (
+        "1.5.0", "1.10.0", "1.14.0", "1.14.0", "2.0.0", "2.1.0", "2.3.0",
+        "2.3.0", "2.3.0", "2.11.0", "2.15.0", "2.17.0", "2.18.0", "2.21.0",
+    ),
+    "GATHER": ("1.6.0", "1.14.0", "1.15.0", "2.4.0", "2.5.0", "2.13.0", "2.15.0"),
+    "GATHER_ND": ("1.14.0", "2.3.0", "2.5.0", "2.13.0", "2.16.0"),
+    "GELU": ("2.9.0", "2.9.0"),
+    "GREATER": ("1.14.0", "1.14.0"),
+    "GREATER_EQUAL": ("1.14.0", "1.14.0", "2.13.0"),
+    "HARD_SWISH": ("1.15.0",),
+    "HASHTABLE": ("2.5.0",),
+    "HASHTABLE_FIND": ("2.5.0",),
+    "HASHTABLE_IMPORT": ("2.5.0",),
+    "HASHTABLE_LOOKUP": ("1.5.0",),
+    "HASHTABLE_SIZE": ("2.5.0",),
+    "IF": ("1.15.0",),
+    "IMAG": ("2.5.0",),
+    "L2_NORMALIZATION": ("1.5.0", "1.14.0"),
+    "L2_POOL_2D": ("1.5.0",),
+    "LEAKY_RELU": ("1.13.1", "2.3.0"),
+    "LESS": ("1.14.0", "1.14.0", "2.13.0"),
+    "LESS_EQUAL": ("1.14.0", "1.14.0"),
+    "LOCAL_RESPONSE_NORMALIZATION": ("1.5.0",),
+    "LOG": ("1.14.0", "2.15.0"),
+    "LOG_SOFTMAX": ("1.14.0", "1.14.0"),
+    "LOGICAL_AND": ("1.11.0",),
+    "LOGICAL_NOT": ("1.11.0",),
+    "LOGICAL_OR": ("1.11.0",),
+    "LOGISTIC": ("1.14.0", "1.14.0", "2.3.0"),
+    "LSH_PROJECTION": ("1.5.0",),
+    "LSTM": ("1.7.0", "1.10.0", "1.14.0", "2.3.0"),
+    "MATRIX_DIAG": ("1.14.0",),
+    "MATRIX_SET_DIAG": ("1.14.0",),
+    "MAX_POOL_2D": ("1.5.0", "1.14.0", "2.3.0"),
+    "MAXIMUM": ("1.14.0", "1.14.0", "2.3.0", "2.3.0"),
+    "MEAN": ("1.6.0", "1.14.0", "2.4.0"),
+    "MINIMUM": ("1.14.0", "1.14.0", "2.3.0", "2.3.0"),
+    "MIRROR_PAD": ("1.13.1", "2.3.0", "2.12.0"),
+    "MUL": ("1.5.0", "1.14.0", "1.15.0", "2.3.0", "2.6.0", "2.11.0", "2.13.0", "2.23.0"),
+    "MULTINOMIAL": ("2.8.0",),
+    "NEG": ("1.9.0",),
+    "NON_MAX_SUPPRESSION_V4": ("2.1.0",),
+    "NON_MAX_SUPPRESSION_V5": ("2.1.0",),
+    "NOT_EQUAL": ("1.14.0", "1.14.0", "2.3.0", "2.21.0"),
+    "ONE_HOT": ("1.11.0",),
+    "PACK": ("1.11.0", "1.14.0", "2.3.0", "2.13.0"),
+    "PAD": ("1.5.0", "1.14.0", "2.4.0", "2.6.0", "2.20.0"),
+    "PADV2": ("1.9.0", "1.14.0", "2.4.0", "2.6.0", "2.20.0"),
+    "POW": ("1.10.0",),
+    "PRELU": ("1.8.0",),
+    "QUANTIZE": ("1.14.0", "1.15.0", "2.7.0", "2.21.0", "2.21.0", "2.21.0"),
+    "RANDOM_STANDARD_NORMAL": ("2.8.0",),
+    "RANDOM_UNIFORM": ("2.8.0",),
+    "RANGE": ("1.13.0", "2.14.0"),
+    "RANK": ("1.14.0",),
+    "READ_VARIABLE": ("2.6.0",),
+    "REAL": ("2.5.0",),
+    "REDUCE_ALL": ("2.6.0",),
+    "REDUCE_ANY": ("1.11.0",),
+    "REDUCE_MAX": ("1.11.0", "1.14.0", "2.5.0"),
+    "REDUCE_MIN": ("1.11.0", "1.14.0", "2.5.0"),
+    "REDUCE_PROD": ("1.11.0", "2.6.0"),
+    "REDUCE_WINDOW": ("2.15.0",),
+    "RELU": ("1.5.0", "2.1.0", "2.5.0"),
+    "RELU6": ("1.5.0", "1.14.0", "2.5.0"),
+    "RELU_0_TO_1": ("2.10.0",),
+    "RELU_N1_TO_1": ("1.5.0",),
+    "RESHAPE": ("1.5.0",),
+    "RESIZE_BILINEAR": ("1.7.0", "1.14.0", "2.2.0", "2.5.0"),
+    "RESIZE_NEAREST_NEIGHBOR": ("1.13.1", "1.14.0", "2.3.0", "2.4.0"),
+    "REVERSE_SEQUENCE": ("1.14.0",),
+    "REVERSE_V2": ("1.14.0", "2.2.0", "2.5.0"),
+    "RFFT2D": ("2.5.0",),
+    "RIGHT_SHIFT": ("2.13.0",),
+    "RNN": ("1.5.0", "1.14.0", "2.3.0"),
+    "ROUND": ("1.14.0",),
+    "RSQRT": ("1.10.0", "2.5.0", "2.15.0"),
+    "SCATTER_ND": ("2.1.0",),
+    "SEGMENT_SUM": ("2.2.0",),
+    "SELECT": ("1.14.0", "1.14.0", "2.12.0", "2.12.0"),
+    "SELECT_V2": ("2.2.0", "2.12.0"),
+    "SHAPE": ("1.10.0",),
+    "SIGN": ("2.11.0", "2.12.0"),
+    "SIN": ("1.9.0",),
+    "SKIP_GRAM": ("1.5.0",),
+    "SLICE": ("1.14.0", "1.14.0", "1.14.0", "2.4.0", "2.5.0", "2.14.0", "2.21.0"),
+    "SOFTMAX": ("1.5.0", "1.14.0", "2.3.0"),
+    "SPACE_TO_BATCH_ND": ("1.6.0", "1.14.0", "2.3.0", "2.12.0"),
+    "SPACE_TO_DEPTH": ("1.5.0", "1.14.0"),
+    "SPARSE_TO_DENSE": ("1.9.0", "1.14.0", "1.15.0"),
+    "SPLIT": ("1.5.0", "1.14.0", "1.14.0", "2.3.0"),
+    "SPLIT_V": ("1.13.1", "2.3.0"),
+    "SQRT": ("1.10.0", "2.21.0"),
+    "SQUARE": ("1.12.0",),
+    "SQUARED_DIFFERENCE": ("1.13.1", "2.5.0"),
+    "SQUEEZE": ("1.6.0", "2.5.0"),
+    "STABLEHLO_ADD": ("2.16.0",),
+    "STABLEHLO_AND": ("2.17.0",),
+    "STABLEHLO_CASE": ("2.17.0",),
+    "STABLEHLO_CBRT": ("2.17.0",),
+    "STABLEHLO_COMPOSITE": ("2.17.0",),
+    "STABLEHLO_GATHER": ("2.16.0",),
+    "STABLEHLO_MAXIMUM": ("2.16.0",),
+    "STABLEHLO_MINIMUM": ("2.16.0",),
+    "STABLEHLO_MULTIPLY": ("2.16.0",),
+    "STABLEHLO_PAD": ("2.16.0",),
+    "STABLEHLO_REDUCE_WINDOW": ("2.16.0",),
+    "STABLEHLO_RNG_BIT_GENERATOR": ("2.15.0",),
+    "STABLEHLO_SCATTER": ("2.15.0",),
+    "STABLEHLO_SHIFT_LEFT": ("2.17.0",),
+    "STRIDED_SLICE": ("1.6.0", "1.14.0", "2.1.0", "2.2.0", "2.5.0", "2.6.0", "2.14.0", "2.14.0"),
+    "SUB": ("1.6.0", "1.14.0", "2.3.0", "2.4.0", "2.4.0"),
+    "SUM": ("1.10.0", "1.15.0"),
+    "SVDF": ("1.5.0", "1.14.0", "2.2.0", "2.3.0"),
+    "TANH": ("1.14.0", "1.14.0", "2.3.0"),
+    "TILE": ("1.10.1", "2.2.0", "2.8.0"),
+    "TOPK_V2": ("1.7.0", "1.14.0", "2.13.0"),
+    "TRANSPOSE": ("1.6.0", "1.14.0", "1.15.0", "2.3.0", "2.4.0", "2.12.0", "2.14.4", "2.22.0"),
+    "TRANSPOSE_CONV": ("1.9.0", "2.2.0", "2.3.0", "2.13.0", "2.15.0"),
+    "UNIDIRECTIONAL_SEQUENCE_LSTM": ("1.13.1", "1.14.0", "2.3.0", "2.12.0"),
+    "UNIDIRECTIONAL_SEQUENCE_RNN": ("1.14.0", "1.14.0", "2.3.0"),
+    "UNIQUE": ("1.14.0",),
+    "UNPACK": ("1.11.0", "1.14.0", "2.2.0", "2.3.0", "2.22.0"),
+    "UNSORTED_SEGMENT_MAX": ("2.10.0",),
+    "UNSORTED_SEGMENT_MIN": ("2.11.0",),
+    "UNSORTED_SEGMENT_PROD": ("2.10.0",),
+    "UNSORTED_SEGMENT_SUM": ("2.10.0",),
+    "VAR_HANDLE": ("2.6.0",),
+    "WHERE": ("1.14.0", "2.8.0"),
+    "WHILE": ("1.15.0",),
+    "ZEROS_LIKE": ("1.12.0",),
+}
+
+
+# -- name mappings shared with the reader ---------------------------------------
+def _members(enum: type) -> dict[str, int]:
+    return {k: v for k, v in vars(enum).items() if not k.startswith("_")}
+
+
+BUILTIN_CODES: dict[str, int] = _members(schema.BuiltinOperator)
+BUILTIN_NAMES: dict[int, str] = {v: k for k, v in BUILTIN_CODES.items()}
+TENSOR_TYPES: dict[str, int] = {k.lower(): v for k, v in _members(schema.TensorType).items()}
+TENSOR_TYPE_NAMES: dict[int, str] = {v: k for k, v in TENSOR_TYPES.items()}
+
+
+def snake_to_camel(name: str) -> str:
+    """``dilation_w_factor`` → ``dilationWFactor``: the generated field names."""
+    head, *rest = name.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def camel_to_snake(name: str) -> str:
+    """``dilationWFactor`` → ``dilation_w_factor``; the inverse of :func:`snake_to_camel`."""
+    return re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), name)
+
+
+@lru_cache(maxsize=None)
+def options_table(op: str) -> tuple[str, int, type] | None:
+    """The options union member of a builtin: (union name, type code, ``...OptionsT`` class).
+
+    The union is ``BuiltinOptions`` or ``BuiltinOptions2``. None when the op has no table.
+    """
+    wanted = (_OPTIONS_OVERRIDES.get(op) or op.replace("_", "") + "Options").lower()
+    for union in (schema.BuiltinOptions, schema.BuiltinOptions2):
+        for member, code in _members(union).items():
+            if member.lower() == wanted and code != 0:
+                return union.__name__, code, getattr(schema, member + "T")
+    return None
+
+
+def enum_name(field: str, value: Any) -> Any:
+    """An enum field's integer as its schema name (``padding`` 1 → "VALID"), else the value."""
+    enum = _ENUM_FIELDS.get(field)
+    if enum is None or isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        return value
+    for name, code in _members(enum).items():
+        if code == value:
+            return name
+    return int(value)
+
+
+def runtime_version_key(version: str) -> tuple[int, ...]:
+    """Numeric per-component order, as TensorFlow's CompareRuntimeVersion ("1.14.0" > "1.5.0")."""
+    return tuple(int(part) if part.isdigit() else 0 for part in version.split("."))
+
+
+def min_runtime_version(op_versions: Sequence[tuple[str, int]]) -> str:
+    """The largest table entry over (builtin, version) pairs, "" when none is known."""
+    best = ""
+    for op, version in op_versions:
+        row = RUNTIME_VERSIONS.get(op, ())
+        found = row[version - 1] if 1 <= version <= len(row) else None
+        if found and (not best or runtime_version_key(found) > runtime_version_key(best)):
+            best = found
+    return best
+
+
+# -- packing ----------------------------------------------------------------
+class _AlignedBufferT(schema.BufferT):
+    """A ``BufferT`` whose data vector starts on a ``_BUFFER_ALIGNMENT`` boundary.
+
+    The generated ``Pack`` writes a numpy ``data`` with ``CreateNumpyVector`` (one
+    slice copy, no per-byte loop) as its very first step; ``Prep`` beforehand pads
+    so that the vector's payload ends up aligned.
+    """
+
+    def Pack(self, builder: flatbuffers.Builder) -> int:  # noqa: N802 (generated API name)
+        if self.data is not None and len(self.data):
+            builder.Prep(_BUFFER_ALIGNMENT, len(self.data))
+        return super().Pack(builder)
+
+
+def _buffer(raw: bytes | np.ndarray | None) -> schema.BufferT:
+    buf = _AlignedBufferT()
+    if raw is not None:
+        buf.data = np.frombuffer(raw, dtype=np.uint8) if isinstance(raw, bytes) else raw
+    return buf
+
+
+def _tensor_type(tensor: Tensor) -> int:
+    try:
+        return TENSOR_TYPES[np.dtype(tensor.dtype).name]
+    except (TypeError, KeyError):
+        raise ValueError(
+            f"tensor '{tensor.name}': dtype {tensor.dtype!r} has no TFLite TensorType "
+            f"(supported: {', '.join(sorted(TENSOR_TYPES))})"
+        ) from None
+
+
+def _constant_bytes(tensor: Tensor, shape: tuple[int, ...]) -> np.ndarray:
+    """The little-endian bytes of a constant as a flat uint8 array (no per-element Python)."""
+    data = np.asarray(tensor.data)
+    dtype = np.dtype(tensor.dtype).newbyteorder("<")
+    if data.size != int(np.prod(shape, dtype=np.int64)):
+        raise ValueError(
+            f"tensor '{tensor.name}': data has {data.size} elements but shape {list(shape)}"
+        )
+    if data.dtype != dtype:
+        cast = data.astype(dtype)
+        if data.dtype.kind in "iub" and dtype.kind in "iub" and not np.array_equal(cast, data):
+            raise ValueError(
+                f"tensor '{tensor.name}': {data.dtype.name} data does not fit {tensor.dtype}"
+            )
+        data = cast
+    return np.ascontiguousarray(data).reshape(-1).view(np.uint8)
+
+
+def _quantization(tensor: Tensor, shape: tuple[int, ...] | None) -> schema.QuantizationParametersT:
+    params = schema.QuantizationParametersT()
+    q: QuantParams | None = tensor.quant
+    if q is None:
+        return params  # TensorFlow writes an empty table for float tensors too
+    if not q.scale or len(q.scale) != len(q.zero_point):
+        raise ValueError(
+            f"tensor '{tensor.name}': quantization needs one zero point per scale "
+            f"(got {len(q.scale)} scales, {len(q.zero_point)} zero points)"
+        )
+    if q.axis is None and len(q.scale) != 1:
+        raise ValueError(
+            f"tensor '{tensor.name}': {len(q.scale)} scales need a per-channel axis"
+        )
+    if q.axis is not None and shape is not None:
+        if not 0 <= q.axis < len(shape) or shape[q.axis] != len(q.scale):
+            raise ValueError(
+                f"tensor '{tensor.name}': per-channel axis {q.axis} with {len(q.scale)} scales "
+                f"does not fit shape {list(shape)}"
+            )
+    params.scale = np.array([float(np.float32(s)) for s in q.scale], dtype="<f4")
+    params.zeroPoint = np.array(q.zero_point, dtype="<i8")
+    params.quantizedDimension = q.axis or 0
+    return params
+
+
+def _coerce(node: Node, attr: str, field: str, value: Any, default: Any) -> Any:
+    """An attribute value in the type the generated field expects."""
+    where = f"{node.op} '{node.name}': attribute '{attr}'"
+    enum = _ENUM_FIELDS.get(field)
+    if value is None:
+        raise ValueError(f"{where}: no value (None)")
+    if isinstance(value, str):
+        members = _members(enum) if enum is not None and not isinstance(default, list) else {}
+        if value not in members:
+            known = f" (one of {', '.join(members)})" if members else ""
+            raise ValueError(f"{where}: unexpected string {value!r}{known}")
+        return members[value]
+    if isinstance(value, np.ndarray):
+        value = value.tolist()
+    elif isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, (list, tuple)):
+        return [v.item() if isinstance(v, np.generic) else v for v in value]
+    if default is None:  # a vector (or nested table) field
+        raise ValueError(f"{where}: expected a list, got {value!r}")
+    if isinstance(default, bool):
+        if not isinstance(value, (bool, int)):
+            raise ValueError(f"{where}: expected a bool, got {value!r}")
+        return bool(value)
+    if isinstance(default, float):
+        return float(value)
+    if isinstance(default, int):
+        if isinstance(value, float) and not value.is_integer():
+            raise ValueError(f"{where}: expected an integer, got {value!r}")
+        return int(value)
+    return value
+
+
+def _operator_options(node: Node) -> tuple[str, int, Any] | None:
+    attrs = {k: v for k, v in node.attrs.items() if not k.startswith("_")}
+    given_as_input = _ATTRS_GIVEN_AS_INPUT.get(node.op)
+    if given_as_input is not None:
+        attr, index = given_as_input
+        if len(node.inputs) > index and node.inputs[index]:
+            attrs.pop(attr, None)
+    if not attrs and node.op not in _EMPTY_OPTIONS_OPS:
+        return None
+    table = options_table(node.op)
+    if table is None:
+        if not attrs:
+            return None
+        raise ValueError(
+            f"{node.op} '{node.name}': attribute(s) {', '.join(sorted(attrs))} given, "
+            f"but TFLite {node.op} has no options table"
+        )
+    union, code, cls = table
+    options = cls()
+    defaults = vars(cls())
+    for attr, value in attrs.items():
+        field = snake_to_camel(attr)
+        if field not in defaults:
+            known = ", ".join(camel_to_snake(f) for f in defaults) or "none"
+            raise ValueError(
+                f"{node.op} '{node.name}': unknown attribute '{attr}' for "
+                f"{cls.__name__[:-1]} (known: {known})"
+            )
+        setattr(options, field, _coerce(node, attr, field, value, defaults[field]))
+    return union, code, options
+
+
+def _tensor_order(graph: Graph) -> list[str]:
+    """Referenced tensor names in first-use order: graph inputs, node by node, graph outputs."""
+    seen: dict[str, None] = {}
+    for name in graph.inputs:
+        seen.setdefault(name)
+    for node in graph.nodes:
+        for name in (*node.inputs, *node.outputs):
+            if name:
+                seen.setdefault(name)
+    for name in graph.outputs:
+        seen.setdefault(name)
+    return list(seen)
+
+
+def _check_references(graph: Graph) -> None:
+    for node in graph.nodes:
+        if node.op not in BUILTIN_CODES or node.op in _NOT_WRITABLE:
+            raise ValueError(f"node '{node.name}': '{node.op}' is not a TFLite builtin operator")
+        for name in (*node.inputs, *node.outputs):
+            if name and name not in graph.tensors:
+                raise ValueError(f"{node.op} '{node.name}': tensor '{name}' is not in the graph")
+    for name in (*graph.inputs, *graph.outputs):
+        if name not in graph.tensors:
+            raise ValueError(f"graph input/output '{name}' is not in the graph")
+    if MIN_RUNTIME_VERSION in graph.metadata:
+        raise ValueError(f"metadata '{MIN_RUNTIME_VERSION}' is reserved: the writer computes it")
+
+
+def _tensors(graph: Graph, buffers: list[schema.BufferT]) -> tuple[list[Any], dict[str, int]]:
+    """TensorT per referenced tensor; constants append their buffer to ``buffers``."""
+    tensors: list[schema.TensorT] = []
+    index: dict[str, int] = {}
+    for name in _tensor_order(graph):
+        t = graph.tensors[name]
+        shape = t.shape
+        if shape is None and t.data is not None:
+            shape = tuple(np.shape(t.data))
+        ft = schema.TensorT()
+        ft.name = name
+        ft.type = _tensor_type(t)
+        if shape is not None:
+            ft.shape = np.array(shape, dtype="<i4")
+            ft.hasRank = True
+        ft.quantization = _quantization(t, shape)
+        if t.data is not None:
+            ft.buffer = len(buffers)
+            buffers.append(_buffer(_constant_bytes(t, shape if shape is not None else ())))
+        index[name] = len(tensors)
+        tensors.append(ft)
+    return tensors, index
+
+
+def _operator_codes(graph: Graph) -> dict[str, int]:
+    """Builtin → the highest version among its nodes, in first-use order (one code per builtin)."""
+    codes: dict[str, int] = {}
+    for node in graph.nodes:
+        codes[node.op] = max(codes.get(node.op, 0), int(node.version))
+    return codes
+
+
+def _operator_code(op: str, version: int) -> schema.OperatorCodeT:
+    oc = schema.OperatorCodeT()
+    oc.builtinCode = BUILTIN_CODES[op]
+    oc.deprecatedBuiltinCode = min(oc.builtinCode, _PLACEHOLDER_FOR_GREATER_OP_CODES)
+    oc.version = version
+    return oc
+
+
+def _operator(node: Node, opcode_index: int, index: dict[str, int]) -> schema.OperatorT:
+    fo = schema.OperatorT()
+    fo.opcodeIndex = opcode_index
+    fo.inputs = np.array([index[i] if i else -1 for i in node.inputs], dtype="<i4")
+    fo.outputs = np.array([index[o] for o in node.outputs], dtype="<i4")
+    options = _operator_options(node)
+    if options is not None:
+        union, code, table = options
+        if union == "BuiltinOptions":
+            fo.builtinOptionsType, fo.builtinOptions = code, table
+        else:
+            fo.builtinOptions2Type, fo.builtinOptions2 = code, table
+    return fo
+
+
+def _metadata(
+    graph: Graph, codes: dict[str, int], buffers: list[schema.BufferT]
+) -> list[schema.MetadataT]:
+    """The graph's entries, then min_runtime_version (16 bytes, zero-padded), as TensorFlow."""
+    runtime = min_runtime_version(list(codes.items())).encode("ascii")
+    if len(runtime) >= _RUNTIME_VERSION_BYTES:  # as TensorFlow: too long → left as zeros
+        runtime = b""
+    runtime = runtime.ljust(_RUNTIME_VERSION_BYTES, b"\0")
+    metadata = []
+    for name, blob in [*graph.metadata.items(), (MIN_RUNTIME_VERSION, runtime)]:
+        if not isinstance(blob, (bytes, bytearray)):
+            raise ValueError(f"metadata '{name}': expected bytes, got {type(blob).__name__}")
+        entry = schema.MetadataT()
+        entry.name = name
+        entry.buffer = len(buffers)
+        buffers.append(_buffer(bytes(blob)))
+        metadata.append(entry)
+    return metadata
+
+
+def write_model(graph: Graph, description: str = "qconvert") -> bytes:
+    """Serialize a TFLite-level graph to ``.tflite`` bytes (deterministic)."""
+    _check_references(graph)
+    buffers: list[schema.BufferT] = [_buffer(None)]  # buffer 0: the empty sentinel
+    tensors, index = _tensors(graph, buffers)
+    codes = _operator_codes(graph)
+    opcode_index = {op: i for i, op in enumerate(codes)}
+
+    subgraph = schema.SubGraphT()
+    subgraph.name = SUBGRAPH_NAME
+    subgraph.tensors = tensors
+    subgraph.inputs = np.array([index[n] for n in graph.inputs], dtype="<i4")
+    subgraph.outputs = np.array([index[n] for n in graph.outputs], dtype="<i4")
+    subgraph.operators = [_operator(n, opcode_index[n.op], index) for n in graph.nodes]
+
+    model = schema.ModelT()
+    model.version = SCHEMA_VERSION
+    model.description = description
+    model.operatorCodes = [_operator_code(op, version) for op, version in codes.items()]
+    model.subgraphs = [subgraph]
+    model.metadata = _metadata(graph, codes, buffers)
+    model.buffers = buffers
+    model.signatureDefs = []
+
+    payload = sum(len(b.data) + _BUFFER_ALIGNMENT for b in buffers if b.data is not None)
+    if payload > _MAX_FLATBUFFER_BYTES:
+        raise ValueError(f"constants take {payload} bytes; a flatbuffer holds at most 2 GiB")
+    # Start big enough for every buffer so the builder never regrows (and recopies).
+    builder = flatbuffers.Builder(payload + 1024 + 256 * (len(tensors) + len(graph.nodes)))
+    builder.Finish(model.Pack(builder), file_identifier=FILE_IDENTIFIER)
+    return bytes(builder.Output())

@@ -1,0 +1,193 @@
+"""End-to-end: qconvert against TensorFlow's own converter, in LiteRT.
+
+Every corpus model (tests/corpus.py) is converted twice, by qconvert's library
+API and by ``tf.compat.v1.lite.TFLiteConverter`` (tests/oracle.py), and both
+.tflite files run in LiteRT's reference kernels on the same random int8 inputs.
+They must agree on the graph inputs/outputs (dtype, shape, scale, zero point)
+and on every output byte.
+
+Differences in op layout that leave the outputs identical are fine here: op
+order, tensor names, buffer order and layout, an op TF folds away (e.g. a Pad
+merged into a SAME convolution) or keeps. Those are for the structural tests;
+this module only judges what a user of the model can observe.
+
+Needs TensorFlow (the oracle) and ai-edge-litert; skips with a reason without
+them. The TF conversions are done once per session.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import pytest
+
+pytest.importorskip("tensorflow", reason="TensorFlow is the oracle for the end-to-end tests")
+pytest.importorskip("ai_edge_litert", reason="ai-edge-litert runs the converted models")
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import corpus  # noqa: E402
+import oracle  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def models() -> dict[str, corpus.CorpusModel]:
+    return {m.name: m for m in corpus.build_corpus()}
+
+
+@pytest.fixture(scope="session")
+def tf_models(models: dict[str, corpus.CorpusModel]) -> dict[str, bytes]:
+    """TensorFlow's conversion of every corpus model (about 0.1 s each)."""
+    return {name: oracle.tf_convert(m) for name, m in models.items()}
+
+
+@pytest.fixture(scope="session")
+def qconvert_convert() -> Callable[..., bytes]:
+    api = pytest.importorskip(
+        "qconvert.api", reason="qconvert.api (the library API with convert()) is not importable yet"
+    )
+    if not hasattr(api, "convert"):
+        pytest.fail("qconvert.api has no convert(model, input_ranges, input_shapes, inputs, outputs)")
+    return api.convert
+
+
+@pytest.fixture(scope="session")
+def our_models(qconvert_convert: Callable[..., bytes]) -> Callable[[corpus.CorpusModel], bytes]:
+    """qconvert's conversion of a corpus model, memoized for the session."""
+    cache: dict[str, bytes] = {}
+
+    def get(m: corpus.CorpusModel) -> bytes:
+        if m.name not in cache:
+            cache[m.name] = qconvert_convert(
+                m.graph_def,
+                input_ranges=dict(m.input_ranges),
+                input_shapes={k: list(v) for k, v in m.shapes.items()},
+                inputs=list(m.inputs),
+                outputs=list(m.outputs),
+            )
+        return cache[m.name]
+
+    return get
+
+
+# ---------------------------------------------------------------------------
+# The corpus and the oracle themselves
+# ---------------------------------------------------------------------------
+
+
+def test_corpus_covers_required_ops(models: dict[str, corpus.CorpusModel]) -> None:
+    assert len(models) >= 10
+    covered = frozenset().union(*(m.ops for m in models.values()))
+    assert not corpus.REQUIRED_OPS - covered, f"ops not covered: {sorted(corpus.REQUIRED_OPS - covered)}"
+    assert any(len(m.inputs) == 2 for m in models.values()), "no model with two inputs"
+    assert any(len(m.outputs) == 2 for m in models.values()), "no model with two outputs"
+
+
+def test_corpus_is_deterministic(models: dict[str, corpus.CorpusModel]) -> None:
+    for name, m in models.items():
+        again = corpus.build_model.__wrapped__(name)  # bypass the per-process cache
+        assert again.graph_def == m.graph_def, f"{name}: GraphDef bytes differ between builds"
+        assert again.input_ranges == m.input_ranges
+
+
+@pytest.mark.parametrize("name", corpus.MODEL_NAMES)
+def test_tensorflow_output_is_fully_int8(name: str, tf_models: dict[str, bytes]) -> None:
+    """The oracle is only an oracle if TF quantized everything: no float32 op I/O."""
+    flat = tf_models[name]
+    assert oracle.float_tensors(flat) == [], f"TF left float tensors in {name}"
+    io = oracle.io_details(flat)
+    assert {d["dtype"] for d in io["inputs"] + io["outputs"]} == {"int8"}
+    oracle.compare_models(flat, flat, n_inputs=2)  # runs, and agrees with itself
+
+
+def _repack(tflite: bytes, edit: Callable[[Any], None]) -> bytes:
+    import flatbuffers
+    from ai_edge_litert import schema_py_generated as schema
+
+    m = schema.ModelT.InitFromPackedBuf(bytearray(tflite), 0)
+    edit(m)
+    b = flatbuffers.Builder(1024)
+    b.Finish(m.Pack(b), file_identifier=b"TFL3")
+    return bytes(b.Output())
+
+
+def test_compare_models_catches_a_changed_weight(tf_models: dict[str, bytes]) -> None:
+    flat = tf_models["conv_relu_perchannel"]
+
+    def bump_weights(m: Any) -> None:
+        sg = m.subgraphs[0]
+        conv = sg.operators[0]
+        buf = m.buffers[sg.tensors[conv.inputs[1]].buffer]
+        w = np.array(buf.data, dtype=np.uint8).view(np.int8)
+        w[: w.size // 2] = np.clip(w[: w.size // 2].astype(np.int16) + 9, -127, 127).astype(np.int8)
+        buf.data = w.view(np.uint8)
+
+    with pytest.raises(AssertionError, match=r"output 'output': \d+/\d+ elements differ, max \d+ LSB"):
+        oracle.compare_models(_repack(flat, bump_weights), flat, n_inputs=2)
+
+
+def test_compare_models_catches_changed_output_params(tf_models: dict[str, bytes]) -> None:
+    flat = tf_models["conv_relu_perchannel"]
+
+    def shift_zero_point(m: Any) -> None:
+        sg = m.subgraphs[0]
+        sg.tensors[sg.outputs[0]].quantization.zeroPoint[0] += 1
+
+    with pytest.raises(AssertionError, match=r"output 'output' quant"):
+        oracle.compare_models(_repack(flat, shift_zero_point), flat, n_inputs=1)
+
+
+# ---------------------------------------------------------------------------
+# qconvert against TensorFlow
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", corpus.MODEL_NAMES)
+def test_matches_tensorflow(
+    name: str,
+    models: dict[str, corpus.CorpusModel],
+    tf_models: dict[str, bytes],
+    our_models: Callable[[corpus.CorpusModel], bytes],
+) -> None:
+    """Same graph I/O params and bit-identical int8 outputs on 16 random inputs."""
+    ours = our_models(models[name])
+    report = oracle.compare_models(ours, tf_models[name], n_inputs=16, seed=0)
+    assert report.max_abs_diff == 0
+
+
+@pytest.mark.parametrize("name", corpus.MODEL_NAMES)
+def test_ours_is_fully_int8(
+    name: str, models: dict[str, corpus.CorpusModel], our_models: Callable[[corpus.CorpusModel], bytes]
+) -> None:
+    """Every operator input/output is int8 (activations, weights) or int32 (biases, shapes)."""
+    assert oracle.float_tensors(our_models(models[name])) == []
+
+
+def test_cli_converts_a_model(
+    tmp_path: Path,
+    models: dict[str, corpus.CorpusModel],
+    tf_models: dict[str, bytes],
+    qconvert_convert: Callable[..., bytes],
+) -> None:
+    m = models["conv_relu_perchannel"]
+    pb = tmp_path / "model.pb"
+    pb.write_bytes(m.graph_def)
+    out = tmp_path / "model_int8.tflite"
+    (name,) = m.inputs
+    lo, hi = m.input_ranges[name]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run(
+        [sys.executable, "-m", "qconvert", str(pb), "--inputs-range", f"{name}={lo},{hi}", "-o", str(out)],
+        capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120,
+    )
+    assert proc.returncode == 0, f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    assert out.is_file(), "the CLI exited 0 but wrote no output file"
+    flat = out.read_bytes()
+    assert oracle.io_details(flat)["inputs"][0]["dtype"] == "int8"  # loads in LiteRT
+    oracle.compare_models(flat, tf_models[m.name], n_inputs=4)

@@ -1,0 +1,585 @@
+"""Tests for the TensorFlow-free GraphDef reader.
+
+The TensorFlow tests build real graphs and check that every node and attr we
+decode equals what TensorFlow itself parses (``tf.make_ndarray`` for tensors).
+The rest use the module's own message classes and need no TensorFlow.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # no packaging config yet; let plain `pytest` find qconvert
+    sys.path.insert(0, str(ROOT))
+
+from qconvert.converter import graphdef as gd  # noqa: E402
+from qconvert.converter.ir import ConversionError  # noqa: E402
+
+
+# ---------------------------------------------------------------------------
+# helpers
+# ---------------------------------------------------------------------------
+
+
+def _tf():
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    return pytest.importorskip("tensorflow")
+
+
+def assert_value_equal(got, want, where=""):
+    if isinstance(want, np.ndarray):
+        assert isinstance(got, np.ndarray), where
+        assert got.dtype == want.dtype, (where, got.dtype, want.dtype)
+        assert got.shape == want.shape, (where, got.shape, want.shape)
+        if want.dtype.kind in "fc":
+            assert np.array_equal(got, want, equal_nan=True), where
+        else:
+            assert np.array_equal(got, want), where
+        assert got.flags.writeable, where
+    elif isinstance(want, list):
+        assert isinstance(got, list) and len(got) == len(want), (where, got, want)
+        for g, w in zip(got, want):
+            assert_value_equal(g, w, where)
+    else:
+        assert type(got) is type(want), (where, got, want)
+        assert got == want, (where, got, want)
+
+
+def tf_expected_attr(tf, v):
+    """Decode an AttrValue with TensorFlow's own helpers: the reference we compare to."""
+
+    def shape(s):
+        ts = tf.TensorShape(s)
+        return None if ts.rank is None else tuple(-1 if d is None else d for d in ts.as_list())
+
+    def text(b):
+        try:
+            return b.decode("utf-8")
+        except UnicodeDecodeError:
+            return b
+
+    kind = v.WhichOneof("value")
+    if kind is None:
+        return None
+    if kind == "s":
+        return text(v.s)
+    if kind in ("i", "f", "b", "placeholder"):
+        return getattr(v, kind)
+    if kind == "type":
+        return tf.dtypes.as_dtype(v.type).name
+    if kind == "shape":
+        return shape(v.shape)
+    if kind == "tensor":
+        return tf.make_ndarray(v.tensor)
+    if kind == "func":
+        return v.func.name
+    lv = v.list
+    for field, conv in (
+        ("s", text),
+        ("i", None),
+        ("f", None),
+        ("b", None),
+        ("type", lambda t: tf.dtypes.as_dtype(t).name),
+        ("shape", shape),
+        ("tensor", tf.make_ndarray),
+        ("func", lambda f: f.name),
+    ):
+        items = getattr(lv, field)
+        if len(items):
+            return [conv(x) if conv else x for x in items]
+    return []
+
+
+def compare_with_tf(tf, data: bytes) -> list[gd.RawNode]:
+    ours = gd.parse_graphdef(data)
+    theirs = tf.compat.v1.GraphDef.FromString(data)
+    assert [n.name for n in ours] == [n.name for n in theirs.node]
+    for mine, ref in zip(ours, theirs.node):
+        assert mine.op == ref.op
+        assert mine.inputs == list(ref.input)
+        assert mine.device == ref.device
+        assert set(mine.attrs) == set(ref.attr), mine.name
+        for key, value in ref.attr.items():
+            assert_value_equal(mine.attrs[key], tf_expected_attr(tf, value), f"{mine.name}.{key}")
+    return ours
+
+
+def tensor_node(tensor, name="c") -> bytes:
+    """A one-Const GraphDef built with our own classes."""
+    g = gd.GraphDef()
+    n = g.node.add(name=name, op="Const")
+    n.attr["value"].tensor.CopyFrom(tensor)
+    n.attr["dtype"].type = tensor.dtype
+    return g.SerializeToString()
+
+
+def make_tensor(dtype: str, shape, **fields):
+    t = gd.TensorProto(dtype=gd.DT[dtype])
+    for d in shape:
+        t.tensor_shape.dim.add(size=d)
+    for k, v in fields.items():
+        if isinstance(v, bytes):
+            setattr(t, k, v)
+        else:
+            getattr(t, k).extend(v)
+    return t
+
+
+def one_value(data: bytes):
+    (node,) = gd.parse_graphdef(data)
+    return node.attrs["value"]
+
+
+# ---------------------------------------------------------------------------
+# against TensorFlow
+# ---------------------------------------------------------------------------
+
+
+def build_tf_graph(tf):
+    v1 = tf.compat.v1
+    rng = np.random.default_rng(0)
+    g = tf.Graph()
+    with g.as_default():
+        x = v1.placeholder(tf.float32, [None, 8, 8, 3], name="x")
+        v1.placeholder(tf.float32, None, name="unknown_rank")
+        v1.placeholder(tf.int32, [2, 5], name="fixed")
+        w = tf.constant(rng.standard_normal((3, 3, 3, 4)).astype(np.float32), name="conv/weights")
+        conv = tf.nn.conv2d(x, w, strides=[1, 2, 2, 1], padding="SAME", name="conv")
+        fq = tf.quantization.fake_quant_with_min_max_args(
+            conv, min=-1.5, max=2.25, num_bits=8, narrow_range=True, name="fq"
+        )
+        a, b = tf.split(fq, 2, axis=3, name="split")
+        ctrl = tf.no_op(name="ctrl")
+        with tf.control_dependencies([ctrl]):
+            out = tf.identity(b, name="out")
+        tf.constant(1.5, shape=[2, 3], name="broadcast_f32")
+        tf.constant(7, shape=[4], dtype=tf.int32, name="broadcast_i32")
+        tf.constant(np.arange(6, dtype=np.int32).reshape(2, 3), name="content_i32")
+        tf.constant(np.array([1, -(2**40), 3], dtype=np.int64), name="content_i64")
+        tf.constant(-5, shape=[2, 2], dtype=tf.int64, name="broadcast_i64")
+        tf.constant(np.array([True, False, True]), name="content_bool")
+        tf.constant(True, shape=[3], name="broadcast_bool")
+        tf.constant(np.array([0.5, -2.0, 65504.0], dtype=np.float16), name="content_f16")
+        tf.constant(0.25, shape=[2, 2], dtype=tf.float16, name="broadcast_f16")
+        tf.constant(3.0, name="scalar_f32")
+        tf.constant(np.float64(2.5), name="scalar_f64")
+        tf.constant(np.array([1, 255], dtype=np.uint8), name="content_u8")
+        tf.constant(np.array([-128, 127], dtype=np.int8), name="content_i8")
+        tf.constant(np.zeros((0, 3), np.float32), name="empty_f32")
+        tf.constant([b"abc", b"\xff\xfe", b""], name="strings")
+        tf.constant(np.array([1 + 2j, 3 - 4j], dtype=np.complex64), name="complex")
+        tf.cast(out, tf.int8, name="cast")
+        tf.raw_ops.IdentityN(input=[out, a], name="idn")
+        tf.reshape(out, tf.constant([-1, 2], name="shape_const"), name="reshape")
+
+        @tf.function
+        def double(t):
+            return t * 2.0
+
+        double(out)  # a PartitionedCall with a func attr; adds a function library
+    return g.as_graph_def(add_shapes=True)
+
+
+def test_matches_tensorflow_on_a_real_graph():
+    tf = _tf()
+    graph_def = build_tf_graph(tf)
+    assert len(graph_def.library.function) >= 1  # unknown field for us, must be ignored
+    nodes = compare_with_tf(tf, graph_def.SerializeToString())
+    by_name = {n.name: n for n in nodes}
+
+    # Spot checks on the decoded Python values themselves.
+    assert by_name["x"].attrs["shape"] == (-1, 8, 8, 3)
+    assert by_name["x"].attrs["dtype"] == "float32"
+    assert by_name["unknown_rank"].attrs["shape"] is None
+    assert by_name["fixed"].attrs["shape"] == (2, 5)
+    conv = by_name["conv"]
+    assert conv.inputs == ["x", "conv/weights"]
+    assert conv.attrs["strides"] == [1, 2, 2, 1]
+    assert conv.attrs["padding"] == "SAME"
+    assert conv.attrs["data_format"] == "NHWC"
+    assert conv.attrs["explicit_paddings"] == []
+    assert conv.attrs["_output_shapes"] == [(-1, 4, 4, 4)]
+    fq = by_name["fq"].attrs
+    assert (fq["min"], fq["max"], fq["num_bits"], fq["narrow_range"]) == (-1.5, 2.25, 8, True)
+    assert by_name["out"].inputs == ["split:1", "^ctrl"]
+    assert by_name["idn"].attrs["T"] == ["float32", "float32"]
+    assert by_name["cast"].attrs["DstT"] == "int8"
+    np.testing.assert_array_equal(by_name["broadcast_f32"].attrs["value"], np.full((2, 3), 1.5, np.float32))
+    np.testing.assert_array_equal(by_name["broadcast_bool"].attrs["value"], [True, True, True])
+    assert by_name["scalar_f32"].attrs["value"].shape == ()
+    assert by_name["strings"].attrs["value"].tolist() == [b"abc", b"\xff\xfe", b""]
+    assert by_name["empty_f32"].attrs["value"].shape == (0, 3)
+    calls = [n for n in nodes if n.op in ("PartitionedCall", "StatefulPartitionedCall")]
+    assert calls and isinstance(calls[0].attrs["f"], str) and "double" in calls[0].attrs["f"]
+
+
+def test_tensorflow_graph_uses_both_tensor_encodings():
+    """Guard the test above: TF must really emit typed fields for the broadcast consts."""
+    tf = _tf()
+    by_name = {n.name: n for n in build_tf_graph(tf).node}
+    t = by_name["broadcast_f32"].attr["value"].tensor
+    assert not t.tensor_content and list(t.float_val) == [1.5]
+    assert len(by_name["broadcast_f16"].attr["value"].tensor.half_val) == 1
+    assert len(by_name["broadcast_bool"].attr["value"].tensor.bool_val) == 1
+    assert by_name["conv/weights"].attr["value"].tensor.tensor_content
+
+
+def test_read_graphdef_from_file(tmp_path):
+    tf = _tf()
+    path = tmp_path / "model.pb"
+    path.write_bytes(build_tf_graph(tf).SerializeToString())
+    nodes = gd.read_graphdef(path)
+    assert [n.name for n in nodes] == [n.name for n in gd.read_graphdef(str(path))]
+    assert nodes[0].name == "x"
+
+
+def test_schema_matches_tensorflow_descriptors():
+    """Every field we model has TensorFlow's number, type, label and oneof."""
+    tf = _tf()
+    from tensorflow.core.framework import types_pb2
+
+    pool = tf.compat.v1.GraphDef.DESCRIPTOR.file.pool
+
+    def repeated(f):  # protobuf 7 dropped FieldDescriptor.label in favour of is_repeated
+        return f.is_repeated if hasattr(f, "is_repeated") else f.label == f.LABEL_REPEATED
+
+    def check(ours):
+        theirs = pool.FindMessageTypeByName(ours.full_name)
+        assert ours.GetOptions().map_entry == theirs.GetOptions().map_entry, ours.full_name
+        for f in ours.fields:
+            ref = theirs.fields_by_name[f.name]
+            where = f"{ours.full_name}.{f.name}"
+            assert (f.number, f.type, repeated(f)) == (ref.number, ref.type, repeated(ref)), where
+            assert getattr(f.containing_oneof, "name", None) == getattr(ref.containing_oneof, "name", None)
+            if f.message_type is not None:
+                assert f.message_type.full_name == ref.message_type.full_name, where
+        for nested in ours.nested_types:
+            check(nested)
+
+    for cls in (gd.GraphDef, gd.NodeDef, gd.AttrValue, gd.NameAttrList, gd.TensorProto,
+                gd.TensorShapeProto, gd.VersionDef):
+        check(cls.DESCRIPTOR)
+    for name, number in gd.DT.items():
+        assert types_pb2.DataType.Value(name) == number, name
+        if number:
+            assert gd.dtype_name(number) == tf.dtypes.as_dtype(number).name, name
+
+
+_NP_DTYPES = ["float32", "float64", "int32", "int64", "int16", "int8", "uint8", "uint16",
+              "bool", "float16", "uint32", "uint64", "complex64", "complex128"]
+
+
+@settings(max_examples=60, deadline=None, database=None)
+@given(
+    dtype=st.sampled_from(_NP_DTYPES),
+    shape=st.lists(st.integers(0, 4), min_size=0, max_size=3),
+    seed=st.integers(0, 2**32 - 1),
+    broadcast=st.booleans(),
+)
+def test_random_tensors_match_make_ndarray(dtype, shape, seed, broadcast):
+    tf = _tf()
+    rng = np.random.default_rng(seed)
+    dt = np.dtype(dtype)
+    if dt.kind == "b":
+        arr = rng.integers(0, 2, size=shape).astype(bool)
+    elif dt.kind in "iu":
+        info = np.iinfo(dt)
+        arr = rng.integers(info.min, info.max, size=shape, dtype=dt, endpoint=True)
+    elif dt.kind == "c":
+        arr = (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dt)
+    else:
+        arr = (rng.standard_normal(shape) * 100).astype(dt)
+    if broadcast and arr.size:
+        value = arr.reshape(-1)[0]
+        proto = tf.make_tensor_proto(value, dtype=tf.as_dtype(dt), shape=shape)
+    else:
+        proto = tf.make_tensor_proto(arr)
+    g = tf.compat.v1.GraphDef()
+    node = g.node.add(name="c", op="Const")
+    node.attr["value"].tensor.CopyFrom(proto)
+    compare_with_tf(tf, g.SerializeToString())
+
+
+# ---------------------------------------------------------------------------
+# without TensorFlow
+# ---------------------------------------------------------------------------
+
+
+def test_importing_the_reader_does_not_import_tensorflow():
+    code = "import qconvert.converter.graphdef, sys; assert 'tensorflow' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, timeout=120)
+
+
+def test_round_trip_with_own_message_classes():
+    g = gd.GraphDef()
+    g.versions.producer = 1882
+    x = g.node.add(name="x", op="Placeholder", device="/device:CPU:0")
+    x.attr["dtype"].type = gd.DT["DT_FLOAT"]
+    x.attr["shape"].shape.dim.add(size=-1)
+    x.attr["shape"].shape.dim.add(size=3)
+    c = g.node.add(name="w", op="Const")
+    c.attr["value"].tensor.CopyFrom(
+        make_tensor("DT_FLOAT", [2, 3], tensor_content=np.arange(6, dtype="<f4").tobytes())
+    )
+    c.attr["dtype"].type = gd.DT["DT_FLOAT"]
+    n = g.node.add(name="op", op="Custom", input=["x", "w:0", "^ctrl"])
+    n.attr["s"].s = "héllo".encode()
+    n.attr["raw"].s = b"\xff\x00"
+    n.attr["i"].i = -(2**40)
+    n.attr["f"].f = 0.5
+    n.attr["b"].b = False
+    n.attr["zero"].i = 0  # a oneof member set to its default is still "set"
+    n.attr["unset"].SetInParent()
+    n.attr["unk"].shape.unknown_rank = True
+    n.attr["scalar_shape"].shape.SetInParent()
+    n.attr["fn"].func.name = "my_fn"
+    n.attr["ph"].placeholder = "T"
+    n.attr["big_type"].type = 99  # an enum value we do not know
+    n.attr["ref"].type = 101  # DT_FLOAT_REF
+    n.attr["ls"].list.s.extend([b"a", b"b"])
+    n.attr["li"].list.i.extend([1, 2, 3])
+    n.attr["lf"].list.f.extend([0.25, 1.0])
+    n.attr["lb"].list.b.extend([True, False])
+    n.attr["lt"].list.type.extend([gd.DT["DT_INT8"], gd.DT["DT_HALF"], gd.DT["DT_STRING"]])
+    n.attr["lshape"].list.shape.add().dim.add(size=4)
+    n.attr["lshape"].list.shape.add(unknown_rank=True)
+    n.attr["ltensor"].list.tensor.add().CopyFrom(make_tensor("DT_INT32", [2], int_val=[5]))
+    n.attr["lfunc"].list.func.add(name="f1")
+    n.attr["empty_list"].list.SetInParent()
+
+    nodes = gd.parse_graphdef(g.SerializeToString(), source="mem.pb")
+    assert [(m.name, m.op, m.inputs, m.device) for m in nodes] == [
+        ("x", "Placeholder", [], "/device:CPU:0"),
+        ("w", "Const", [], ""),
+        ("op", "Custom", ["x", "w:0", "^ctrl"], ""),
+    ]
+    assert nodes[0].attrs == {"dtype": "float32", "shape": (-1, 3)}
+    np.testing.assert_array_equal(nodes[1].attrs["value"], np.arange(6, dtype=np.float32).reshape(2, 3))
+    a = nodes[2].attrs
+    ltensor = a.pop("ltensor")
+    assert a == {
+        "s": "héllo",
+        "raw": b"\xff\x00",
+        "i": -(2**40),
+        "f": 0.5,
+        "b": False,
+        "zero": 0,
+        "unset": None,
+        "unk": None,
+        "scalar_shape": (),
+        "fn": "my_fn",
+        "ph": "T",
+        "big_type": "dtype99",
+        "ref": "float32_ref",
+        "ls": ["a", "b"],
+        "li": [1, 2, 3],
+        "lf": [0.25, 1.0],
+        "lb": [True, False],
+        "lt": ["int8", "float16", "string"],
+        "lshape": [(4,), None],
+        "lfunc": ["f1"],
+        "empty_list": [],
+    }
+    assert len(ltensor) == 1
+    assert_value_equal(ltensor[0], np.array([5, 5], np.int32))
+    assert type(a["i"]) is int and type(a["b"]) is bool and type(a["f"]) is float
+
+
+@pytest.mark.parametrize(
+    "tensor, expected",
+    [
+        (make_tensor("DT_FLOAT", [2, 2], float_val=[1.0, 2.0]), np.array([[1, 2], [2, 2]], np.float32)),
+        (make_tensor("DT_FLOAT", [3]), np.zeros(3, np.float32)),
+        (make_tensor("DT_FLOAT", [], float_val=[4.5]), np.array(4.5, np.float32)),
+        (make_tensor("DT_DOUBLE", [2], double_val=[0.1]), np.array([0.1, 0.1])),
+        (make_tensor("DT_INT8", [3], int_val=[-1, 200]), np.array([-1, -56, -56], np.int8)),
+        (make_tensor("DT_UINT8", [2], int_val=[255]), np.array([255, 255], np.uint8)),
+        (make_tensor("DT_INT16", [1], int_val=[-300]), np.array([-300], np.int16)),
+        (make_tensor("DT_UINT16", [1], int_val=[65535]), np.array([65535], np.uint16)),
+        (make_tensor("DT_INT64", [2], int64_val=[2**40]), np.array([2**40, 2**40], np.int64)),
+        (make_tensor("DT_BOOL", [3], bool_val=[False, True]), np.array([False, True, True])),
+        (make_tensor("DT_HALF", [2], half_val=[0x3C00]), np.array([1.0, 1.0], np.float16)),
+        (make_tensor("DT_UINT32", [1], uint32_val=[2**32 - 1]), np.array([2**32 - 1], np.uint32)),
+        (make_tensor("DT_UINT64", [1], uint64_val=[2**64 - 1]), np.array([2**64 - 1], np.uint64)),
+        (make_tensor("DT_COMPLEX64", [2], scomplex_val=[1, 2]), np.array([1 + 2j, 1 + 2j], np.complex64)),
+        (make_tensor("DT_COMPLEX128", [1], dcomplex_val=[1, -1]), np.array([1 - 1j])),
+        (make_tensor("DT_QINT8", [2], int_val=[-3]), np.array([-3, -3], np.int8)),
+        (make_tensor("DT_INT32", [2, 0], int_val=[]), np.zeros((2, 0), np.int32)),
+        (
+            make_tensor("DT_INT32", [2], tensor_content=np.array([1, -2], "<i4").tobytes()),
+            np.array([1, -2], np.int32),
+        ),
+        (
+            make_tensor("DT_HALF", [2], tensor_content=np.array([1.5, -2], "<f2").tobytes()),
+            np.array([1.5, -2], np.float16),
+        ),
+        (
+            make_tensor("DT_BOOL", [2], tensor_content=b"\x01\x00"),
+            np.array([True, False]),
+        ),
+    ],
+)
+def test_typed_fields_and_broadcast_rule(tensor, expected):
+    assert_value_equal(one_value(tensor_node(tensor)), expected)
+
+
+def test_string_tensors():
+    got = one_value(tensor_node(make_tensor("DT_STRING", [3], string_val=[b"a", b"\xff"])))
+    assert got.dtype == object and got.tolist() == [b"a", b"\xff", b"\xff"]
+    got = one_value(tensor_node(make_tensor("DT_STRING", [2])))
+    assert got.tolist() == [b"", b""]
+
+
+def test_bfloat16_tensor():
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    bits = np.array([1.0, -2.5], dtype=ml_dtypes.bfloat16).view(np.uint16)
+    got = one_value(tensor_node(make_tensor("DT_BFLOAT16", [2], tensor_content=bits.astype("<u2").tobytes())))
+    assert got.dtype == np.dtype(ml_dtypes.bfloat16) and got.astype(np.float32).tolist() == [1.0, -2.5]
+    got = one_value(tensor_node(make_tensor("DT_BFLOAT16", [3], half_val=[int(bits[1])])))
+    assert got.astype(np.float32).tolist() == [-2.5] * 3
+
+
+def test_tensor_content_is_a_writable_copy():
+    content = np.arange(1000, dtype="<f4").tobytes()
+    got = one_value(tensor_node(make_tensor("DT_FLOAT", [10, 100], tensor_content=content)))
+    assert got.flags.writeable
+    got[0, 0] = 42.0  # must not raise
+    assert got.dtype == np.float32 and got.shape == (10, 100)
+
+
+@pytest.mark.parametrize(
+    "tensor, message",
+    [
+        (make_tensor("DT_FLOAT", [2, 3], tensor_content=b"\0" * 20), "tensor_content has 20 bytes"),
+        (make_tensor("DT_FLOAT", [2], float_val=[1, 2, 3]), "float_val has 3 values"),
+        (make_tensor("DT_FLOAT", [2, -1]), "negative dimension"),
+        (make_tensor("DT_FLOAT", [2**20, 2**20]), "absurdly large"),
+        (make_tensor("DT_RESOURCE", [1]), "unsupported tensor dtype resource"),
+        (make_tensor("DT_STRING", [1], tensor_content=b"x"), "tensor_content"),
+        (make_tensor("DT_COMPLEX64", [1], scomplex_val=[1.0]), "odd number"),
+    ],
+)
+def test_bad_tensors_name_the_node(tensor, message):
+    with pytest.raises(ConversionError) as info:
+        gd.parse_graphdef(tensor_node(tensor, name="bad/const"), source="m.pb")
+    text = str(info.value)
+    assert text.startswith("m.pb: node 'bad/const'") and message in text, text
+    assert "\n" not in text
+
+
+def test_unknown_rank_tensor_is_an_error():
+    t = gd.TensorProto(dtype=gd.DT["DT_FLOAT"])
+    t.tensor_shape.unknown_rank = True
+    with pytest.raises(ConversionError, match="node 'c'.*unknown rank"):
+        gd.parse_graphdef(tensor_node(t))
+
+
+# --- malformed input -------------------------------------------------------
+
+
+def _error(data: bytes, source: str = "model.pb") -> str:
+    with pytest.raises(ConversionError) as info:
+        gd.parse_graphdef(data, source=source)
+    text = str(info.value)
+    assert text.startswith(source + ":") and "\n" not in text, text
+    return text
+
+
+def test_empty_bytes():
+    assert "empty" in _error(b"")
+
+
+def test_random_bytes_from_a_fixed_seed():
+    rng = np.random.default_rng(1234)
+    for _ in range(200):
+        data = rng.integers(0, 256, size=int(rng.integers(1, 4096)), dtype=np.uint8).tobytes()
+        text = _error(data)
+        assert "GraphDef" in text, text
+
+
+def test_truncated_graphdef():
+    g = gd.GraphDef()
+    n = g.node.add(name="w", op="Const")
+    n.attr["value"].tensor.CopyFrom(make_tensor("DT_FLOAT", [256], tensor_content=b"\0" * 1024))
+    data = g.SerializeToString()
+    assert "protobuf parse failed" in _error(data[: len(data) // 2])
+
+
+def test_tflite_file():
+    assert "this is a TFLite model, not a GraphDef" in _error(b"\x1c\x00\x00\x00TFL3" + b"\0" * 64)
+
+
+def test_hdf5_and_text_format():
+    assert "HDF5" in _error(b"\x89HDF\r\n\x1a\n" + b"\0" * 32)
+    assert "text-format" in _error(b'node {\n  name: "x"\n  op: "Placeholder"\n}\n')
+
+
+def test_node_without_name_or_op():
+    g = gd.GraphDef()
+    g.node.add(name="ok", op="NoOp")
+    g.node.add(op="NoOp")
+    assert "node #1 has no name" in _error(g.SerializeToString())
+    g = gd.GraphDef()
+    g.node.add(name="lonely")
+    assert "node 'lonely' has no op" in _error(g.SerializeToString())
+
+
+def test_graph_without_nodes():
+    g = gd.GraphDef()
+    g.versions.producer = 10
+    assert "no nodes" in _error(g.SerializeToString())
+
+
+def test_directory_errors(tmp_path):
+    with pytest.raises(ConversionError, match="is a directory"):
+        gd.read_graphdef(tmp_path)
+    (tmp_path / "saved_model.pb").write_bytes(b"\x08\x01")
+    with pytest.raises(ConversionError, match="SavedModel directory") as info:
+        gd.read_graphdef(tmp_path)
+    assert str(info.value).startswith(str(tmp_path))
+    with pytest.raises(ConversionError, match="saved_model.pb.*no nodes.*SavedModel"):
+        gd.read_graphdef(tmp_path / "saved_model.pb")
+
+
+def test_missing_file(tmp_path):
+    path = tmp_path / "nope.pb"
+    with pytest.raises(ConversionError, match=r"nope\.pb: no such file"):
+        gd.read_graphdef(path)
+
+
+def test_unreadable_file(tmp_path, monkeypatch):
+    path = tmp_path / "secret.pb"
+    path.write_bytes(b"x")
+    import builtins
+
+    real_open = builtins.open
+
+    def deny(file, *args, **kwargs):
+        if os.fspath(file) == str(path):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", deny)
+    with pytest.raises(ConversionError, match=r"secret\.pb: cannot read the file \(permission denied\)"):
+        gd.read_graphdef(path)
+
+
+def test_file_errors_name_the_file(tmp_path):
+    path = tmp_path / "model.tflite"
+    path.write_bytes(b"\x18\x00\x00\x00TFL3\x00\x00")
+    with pytest.raises(ConversionError) as info:
+        gd.read_graphdef(path)
+    assert str(info.value) == f"{path}: this is a TFLite model, not a GraphDef"
+    empty = tmp_path / "empty.pb"
+    empty.write_bytes(b"")
+    with pytest.raises(ConversionError, match="empty"):
+        gd.read_graphdef(empty)
