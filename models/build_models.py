@@ -3,8 +3,8 @@
     python models/build_models.py          # writes models/example_qat.pb
 
 The model is a small image classifier over 1x28x28x1 inputs, built as a TF1-style
-quantization-aware-training graph: FakeQuant on the input, on every weight and
-after every activation, with ranges "learned" from random inputs. It uses the same
+quantization-aware-training graph: FakeQuant on every weight and after every activation
+(none on the input: its range comes from ``--inputs-range``), with ranges "learned" from random inputs. It uses the same
 graph helpers as the end-to-end test corpus (tests/corpus.py). The output is
 deterministic: the same bytes on every run.
 """
@@ -27,7 +27,7 @@ INPUT_RANGE = (-1.0, 1.0)
 def example_classifier(b: GraphBuilder) -> str:
     """conv 3x3/2 -> ReLU -> depthwise 3x3 -> ReLU6 -> conv 1x1 -> ReLU -> MaxPool -> dense -> Softmax."""
     tf = b.tf
-    x = b.input("input", [1, 28, 28, 1], INPUT_RANGE)
+    x = b.input("input", [1, 28, 28, 1], INPUT_RANGE, fake_quant=None)  # range from the command line
     y = b.act(tf.nn.relu(b.conv(x, 3, 3, 8, stride=2)), "conv1")  # 14x14x8
     y = b.act(tf.nn.relu6(b.depthwise(y, 3, 1)), "dw1")  # 14x14x8
     y = b.act(tf.nn.relu(b.conv(y, 1, 1, 16)), "pw1")  # 14x14x16

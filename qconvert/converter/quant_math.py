@@ -227,8 +227,10 @@ def _nudge_f32(
         nzp = quant_min
     elif zp_from_min > qmax_f:
         nzp = quant_max
-    else:
+    elif np.isfinite(zp_from_min):
         nzp = int(round_half_away_array(np.asarray(zp_from_min, dtype=np.float32)))
+    else:  # min == max: the kernels return zeros before using these (Vars) or produce NaN (Args)
+        nzp = quant_min
     nudged_min = f(f(qmin_f - f(nzp)) * scale)
     nudged_max = f(f(qmax_f - f(nzp)) * scale)
     return nudged_min, nudged_max, scale, inv_scale

@@ -1,0 +1,131 @@
+"""The command-line contract: exit codes, one-line errors, atomic output.
+
+Runs on the example model in models/ and needs no TensorFlow.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from qconvert.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "models" / "example_qat.pb"
+
+
+def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    return subprocess.run([sys.executable, "-m", "qconvert", *args], capture_output=True, text=True,
+                          cwd=cwd, env=env, timeout=120)
+
+
+def test_convert_writes_an_int8_model_litert_runs(tmp_path: Path) -> None:
+    out = tmp_path / "m.tflite"
+    assert main([str(EXAMPLE), "--inputs-range", "input=-1,1", "-o", str(out)]) == 0
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    it = Interpreter(model_content=out.read_bytes(), experimental_op_resolver_type=OpResolverType.BUILTIN_REF)
+    it.allocate_tensors()
+    (inp,), (outp,) = it.get_input_details(), it.get_output_details()
+    assert inp["dtype"] == np.int8 and outp["dtype"] == np.int8
+    assert inp["quantization"][1] == -1  # [-1, 1] in the signed domain
+    it.set_tensor(inp["index"], np.zeros(inp["shape"], np.int8))
+    it.invoke()
+    assert it.get_tensor(outp["index"]).shape == (1, 10)
+    assert not [n for n in os.listdir(tmp_path) if n != "m.tflite"], "temporary files left behind"
+
+
+def test_default_command_and_default_output(tmp_path: Path) -> None:
+    pb = tmp_path / "model.pb"
+    pb.write_bytes(EXAMPLE.read_bytes())
+    assert main(["convert", str(pb), "--inputs-range=-1,1"]) == 0
+    assert (tmp_path / "model.tflite").is_file()
+    proc = run(str(pb), "--inputs-range", "-1,1", "-o", str(tmp_path / "b.tflite"))
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "b.tflite").read_bytes() == (tmp_path / "model.tflite").read_bytes()
+
+
+@pytest.mark.parametrize("rng", ["1,", "a,b", "3,1", "nan,1", "-inf,1", "1,1", "1,2,3"])
+def test_malformed_range_is_a_usage_error(tmp_path: Path, rng: str, capsys) -> None:
+    out = tmp_path / "x.tflite"
+    assert main([str(EXAMPLE), "--inputs-range", f"input={rng}", "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "usage error" in err and rng in err and len(err.strip().splitlines()) == 1
+    assert not out.exists()
+
+
+def test_unknown_input_name_lists_the_real_ones(capsys) -> None:
+    assert main([str(EXAMPLE), "--inputs-range", "image=-1,1", "-o", os.devnull]) == 2
+    err = capsys.readouterr().err
+    assert "'image'" in err and "inputs are: input" in err
+
+
+def test_missing_range_fails_and_leaves_existing_output_untouched(tmp_path: Path) -> None:
+    out = tmp_path / "keep.tflite"
+    out.write_bytes(b"old contents")
+    proc = run(str(EXAMPLE), "-o", str(out))
+    assert proc.returncode == 1
+    assert "input 'input' has no range" in proc.stderr and "--inputs-range input=MIN,MAX" in proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert out.read_bytes() == b"old contents"
+    assert sorted(os.listdir(tmp_path)) == ["keep.tflite"]
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (b"", "empty"),
+        (b"\x08\x96\x01garbage\xff\xfe" * 7, ""),
+        (b"\x1c\x00\x00\x00TFL3" + b"\x00" * 64, "TFLite"),
+    ],
+)
+def test_bad_model_file_is_one_line_exit_1(tmp_path: Path, content: bytes, message: str) -> None:
+    pb = tmp_path / "bad.pb"
+    pb.write_bytes(content)
+    proc = run(str(pb), "--inputs-range", "-1,1")
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.startswith("qconvert: error:") and message in proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "bad.tflite").exists()
+
+
+def test_missing_file_and_missing_output_dir(tmp_path: Path, capsys) -> None:
+    assert main([str(tmp_path / "nope.pb"), "--inputs-range", "-1,1"]) == 1
+    assert main([str(EXAMPLE), "--inputs-range", "-1,1", "-o", str(tmp_path / "no" / "x.tflite")]) == 1
+    err = capsys.readouterr().err
+    assert "nope.pb" in err and "does not exist" in err
+
+
+def test_debug_shows_a_traceback(tmp_path: Path) -> None:
+    proc = run(str(tmp_path / "nope.pb"), "--inputs-range", "-1,1", "--debug")
+    assert proc.returncode == 1 and "Traceback" in proc.stderr
+
+
+def test_dump_after_prints_the_ir(tmp_path: Path, capsys) -> None:
+    assert main([str(EXAMPLE), "--inputs-range", "-1,1", "-o", str(tmp_path / "m.tflite"),
+                 "--dump-after", "legalize", "--dump-after", "quantize"]) == 0
+    out = capsys.readouterr().out
+    assert "// IR after stage 'legalize'" in out and "FAKE_QUANT" in out
+    assert "// IR after stage 'quantize'" in out and "CONV_2D" in out
+
+
+def test_dump_reads_our_output_and_rejects_garbage(tmp_path: Path) -> None:
+    out = tmp_path / "m.tflite"
+    assert main([str(EXAMPLE), "--inputs-range", "-1,1", "-o", str(out)]) == 0
+    proc = run("dump", str(out))
+    assert proc.returncode == 0 and "CONV_2D" in proc.stdout and "requant" in proc.stdout
+    proc = run("dump", str(EXAMPLE))
+    assert proc.returncode == 1 and "not a TFLite file" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_help_is_usage_not_error() -> None:
+    proc = run("--help")
+    assert proc.returncode == 0 and "convert" in proc.stdout
+    proc = run("convert", "--bogus-flag")
+    assert proc.returncode == 2

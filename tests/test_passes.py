@@ -1,0 +1,229 @@
+"""Unit tests per pass, on hand-built graphs. Expected values are derived by hand
+(in the comments) from the formulas in tflite-quantization-facts.md, never from a
+run of the code under test."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from graphs import const, fake_quant, graph_with_input, op, per_tensor
+from qconvert.converter.ir import ConversionError, Graph, UsageError
+from qconvert.converter.qdq import insert_qdq_after, params_in
+from qconvert.legalize.fake_quant import legalize_fake_quant
+from qconvert.legalize.input_ranges import set_input_ranges
+from qconvert.legalize.tf_ops import legalize_ops
+from qconvert.prepare.check import check_quantizable
+from qconvert.prepare.drop_fake_quant import drop_fake_quant
+from qconvert.prepare.fold_constants import fold_constants
+from qconvert.prepare.fuse import fuse_activation, fuse_bias_add
+from qconvert.prepare.hoist_layout import hoist_layout
+from qconvert.prepare.propagate import _choose_same_scale, propagate_quant_params
+from qconvert.quantize_pass.fold_ops import fold_quantized_ops, fold_requantize
+
+
+def ops(g: Graph) -> list[str]:
+    return [n.op for n in g.nodes]
+
+
+# -- stage 1 -----------------------------------------------------------------
+
+
+def test_input_range_is_signed_domain():
+    # [-1, 1]: scale 2/255; zero point -128 - (-1)/(2/255) = -0.5, rounded half away from 0 -> -1
+    g = graph_with_input()
+    g.outputs = [op(g, "Relu", ["x"], "y", (1, 4, 4, 3))]
+    set_input_ranges(g, {None: (-1.0, 1.0)})
+    assert ops(g) == ["QUANTIZE", "DEQUANTIZE", "Relu"]
+    q = g.tensors[g.nodes[0].outputs[0]].quant
+    assert q.zero_point == (-1,)
+    assert float(np.float32(q.scale[0])) == float(np.float32(2 / 255))
+
+
+def test_input_range_errors_name_the_input():
+    g = graph_with_input()
+    g.outputs = [op(g, "Relu", ["x"], "y", (1, 4, 4, 3))]
+    with pytest.raises(ConversionError, match=r"input 'x' has no range.*--inputs-range x=MIN,MAX"):
+        set_input_ranges(g, {})
+    with pytest.raises(UsageError, match=r"'nope'.*inputs are: x"):
+        set_input_ranges(g, {"nope": (0.0, 1.0)})
+
+
+def test_fake_quant_on_input_wins_over_the_range():
+    g = graph_with_input()
+    g.outputs = [fake_quant(g, "x", 0.0, 6.0, "fq")]
+    set_input_ranges(g, {"x": (-1.0, 1.0)})
+    assert ops(g) == ["FakeQuantWithMinMaxVars"]
+    assert "ignored" in g.notes[0]
+
+
+# -- stage 2 -----------------------------------------------------------------
+
+
+def test_fake_quant_becomes_q_dq_with_unsigned_nudging():
+    # [-1, 1] full range in the unsigned domain: scale 2/255, zp_from_min = 0 + 1/(2/255) = 127.5 -> 128,
+    # shifted to int8: 0.  (The signed-domain input rule above gives -1 for the same range.)
+    g = graph_with_input()
+    g.outputs = [fake_quant(g, "x", -1.0, 1.0, "fq")]
+    legalize_fake_quant(g)
+    assert ops(g) == ["FAKE_QUANT", "QUANTIZE", "DEQUANTIZE"]
+    q = g.tensors[g.nodes[1].outputs[0]].quant
+    assert q.zero_point == (0,) and (q.qmin, q.qmax) == (-128, 127)
+    assert q.scale[0] == pytest.approx(2 / 255, rel=1e-7)
+
+
+def test_fake_quant_narrow_range_and_errors():
+    # [0, 6] narrow: qmin 1, scale 6/254, zp_from_min = 1 -> signed -127; storage [-127, 127]
+    g = graph_with_input()
+    g.outputs = [fake_quant(g, "x", 0.0, 6.0, "fq", narrow=True)]
+    legalize_fake_quant(g)
+    q = g.tensors[g.nodes[1].outputs[0]].quant
+    assert q.zero_point == (-127,) and q.qmin == -127
+    g2 = graph_with_input()
+    g2.outputs = [fake_quant(g2, "x", 1.0, -1.0, "bad")]
+    with pytest.raises(ConversionError, match=r"'bad'.*min > max"):
+        legalize_fake_quant(g2)
+
+
+def test_conv2d_legalizes_to_ohwi_with_zero_bias():
+    g = graph_with_input()
+    w = const(g, "w", np.zeros((3, 3, 3, 5), np.float32))
+    g.outputs = [op(g, "Conv2D", ["x", w], "conv", (1, 4, 4, 5), strides=[1, 1, 1, 1], padding="SAME")]
+    legalize_ops(g)
+    assert ops(g) == ["TRANSPOSE", "CONV_2D"]
+    assert g.const(g.nodes[0].inputs[1]).tolist() == [3, 0, 1, 2]
+    conv = g.nodes[1]
+    assert g.tensors[conv.inputs[1]].shape == (5, 3, 3, 3)
+    assert g.const(conv.inputs[2]).tolist() == [0.0] * 5
+    assert conv.attrs["fused_activation_function"] == "NONE" and conv.attrs["padding"] == "SAME"
+
+
+# -- stage 3 -----------------------------------------------------------------
+
+
+def _qat_conv(per_channel: bool = True) -> Graph:
+    """x -> FQ -> Conv2D(FQ_pc(w)) -> BiasAdd(b) -> Relu -> FQ"""
+    g = graph_with_input((1, 4, 4, 2))
+    set_input_ranges_for_test(g)
+    w = np.arange(2 * 2 * 2 * 3, dtype=np.float32).reshape(2, 2, 2, 3) / 24 - 0.5
+    wn = const(g, "w", w)
+    if per_channel:
+        m = np.abs(w).reshape(-1, 3).max(axis=0).astype(np.float32)
+        mn, mx = const(g, "wmin", -m), const(g, "wmax", m)
+        wq = op(g, "FakeQuantWithMinMaxVarsPerChannel", [wn, mn, mx], "wq", w.shape, num_bits=8, narrow_range=True)
+    else:
+        wq = fake_quant(g, wn, -0.5, 0.5, "wq", narrow=True)
+    c = op(g, "Conv2D", ["xq", wq], "conv", (1, 4, 4, 3), strides=[1, 1, 1, 1], padding="SAME")
+    b = op(g, "BiasAdd", [c, const(g, "b", np.array([0.1, -0.2, 0.3], np.float32))], "bias", (1, 4, 4, 3))
+    r = op(g, "Relu", [b], "relu", (1, 4, 4, 3))
+    g.outputs = [fake_quant(g, r, 0.0, 4.0, "out")]
+    g.output_names = ["out"]
+    return g
+
+
+def set_input_ranges_for_test(g: Graph) -> None:
+    fake_quant(g, "x", -1.0, 1.0, "xq")
+
+
+def test_weight_fake_quant_folds_and_axis_follows_the_transpose():
+    g = _qat_conv()
+    for p in (legalize_fake_quant, legalize_ops, fold_constants, hoist_layout, fold_constants, drop_fake_quant):
+        g = p(g)
+    conv = next(n for n in g.nodes if n.op == "CONV_2D")
+    params, immutable = params_in(g, conv.inputs[1])
+    assert params.axis == 0 and len(params.scale) == 3 and immutable
+    # the folded weight sits on the FakeQuant grid: w / scale is (nearly) an integer in [-127, 127]
+    q = next(n for n in g.nodes if n.op == "QUANTIZE" and n.outputs[0] == g.producer(conv.inputs[1]).inputs[0])
+    w = g.const(q.inputs[0])
+    assert w.shape == (3, 2, 2, 2)
+    ratio = w.astype(np.float64) / np.asarray(params.scale).reshape(3, 1, 1, 1)
+    assert np.abs(ratio - np.round(ratio)).max() < 1e-3 and np.abs(ratio).max() <= 127.001
+    assert "FAKE_QUANT" not in ops(g) and "TRANSPOSE" not in ops(g)
+
+
+def test_bias_add_and_relu_fuse_into_conv():
+    g = _qat_conv()
+    for p in (legalize_fake_quant, legalize_ops, fold_constants, hoist_layout, fold_constants, drop_fake_quant,
+              fuse_bias_add, fuse_activation):
+        g = p(g)
+    conv = next(n for n in g.nodes if n.op == "CONV_2D")
+    assert conv.attrs["fused_activation_function"] == "RELU"
+    assert g.const(conv.inputs[2]).tolist() == pytest.approx([0.1, -0.2, 0.3])
+    assert "ADD" not in ops(g) and "RELU" not in ops(g)
+
+
+def test_bias_scale_is_the_double_product():
+    g = _qat_conv(per_channel=False)
+    for p in (legalize_fake_quant, legalize_ops, fold_constants, hoist_layout, fold_constants, drop_fake_quant,
+              fuse_bias_add, fuse_activation, propagate_quant_params, check_quantizable):
+        g = p(g)
+    conv = next(n for n in g.nodes if n.op == "CONV_2D")
+    bias = params_in(g, conv.inputs[2])[0]
+    # input [-1,1] unsigned: 2/255; weight [-0.5,0.5] narrow: 1/254; bias = 2/255 * 1/254 in double
+    assert bias.scale[0] == (2.0 / 255.0) * (1.0 / 254.0)
+    assert bias.zero_point == (0,) and bias.dtype == "int32"
+
+
+# -- stage 4 -----------------------------------------------------------------
+
+
+def test_same_scale_choice_follows_tensorflow():
+    a, b, c = per_tensor(0.1, 0), per_tensor(0.2, 0), per_tensor(0.3, 0)
+    assert _choose_same_scale([(a, True)], [(b, True)]) == a  # lone immutable operand wins
+    assert _choose_same_scale([(a, False)], [(b, True)]) == b  # then a lone immutable result
+    assert _choose_same_scale([(a, True), (b, True)], [(c, True)]) == c  # concat: the result
+    assert _choose_same_scale([(a, False), None], [None]) == a
+    assert _choose_same_scale([None], [None]) is None
+
+
+def _two_branch_concat() -> Graph:
+    g = graph_with_input((1, 2, 2, 1))
+    insert_qdq_after(g, "x", per_tensor(0.01, 0), "input_range")
+    a = op(g, "MAX_POOL_2D", ["x/dq"], "a", (1, 2, 2, 1))
+    b = op(g, "RELU", ["x/dq"], "b", (1, 2, 2, 1))
+    insert_qdq_after(g, "b", per_tensor(0.02, -128), "fake_quant")
+    cat = op(g, "CONCATENATION", [a, "b/dq"], "cat", (1, 2, 2, 2), axis=3, fused_activation_function="NONE")
+    insert_qdq_after(g, cat, per_tensor(0.03, -128), "fake_quant")
+    g.outputs = ["cat/dq"]
+    return g
+
+
+def test_concat_requantizes_its_inputs_to_the_output_params():
+    g = propagate_quant_params(_two_branch_concat())
+    cat = next(n for n in g.nodes if n.op == "CONCATENATION")
+    for name in cat.inputs:
+        assert params_in(g, name)[0] == per_tensor(0.03, -128)
+    # the max pool keeps its input's parameters (same-scale), so a requantize follows it
+    pool_out = next(n for n in g.nodes if n.op == "MAX_POOL_2D").outputs[0]
+    q = [n for n in g.consumers(pool_out) if n.op == "QUANTIZE"]
+    assert g.tensors[q[0].outputs[0]].quant == per_tensor(0.01, 0)
+    g = fold_requantize(fold_quantized_ops(check_quantizable(g)))
+    requants = [n for n in g.nodes if n.op == "QUANTIZE" and g.tensors[n.inputs[0]].dtype == "int8"]
+    # pool -> QUANTIZE(0.01 -> 0.03) stays; RELU -> Q(0.02) -> QUANTIZE(0.03) folds into the RELU
+    assert len(requants) == 1 and g.producer(requants[0].inputs[0]).op == "MAX_POOL_2D"
+    relu = next(n for n in g.nodes if n.op == "RELU")
+    assert g.tensors[relu.outputs[0]].quant == per_tensor(0.03, -128)
+
+
+def test_softmax_gets_fixed_output_params():
+    g = graph_with_input((1, 4))
+    insert_qdq_after(g, "x", per_tensor(0.1, 0), "input_range")
+    s = op(g, "SOFTMAX", ["x/dq"], "s", (1, 4), beta=1.0)
+    g.outputs = [s]
+    g = propagate_quant_params(g)
+    # activations.cc SoftmaxPrepare requires scale 1/256 and zero point -128
+    assert [n.op for n in g.consumers("s")] == ["QUANTIZE"]
+    assert g.tensors[g.consumers("s")[0].outputs[0]].quant == per_tensor(1 / 256, -128)
+
+
+def test_missing_range_names_every_tensor_and_the_fix():
+    g = graph_with_input((1, 4))
+    insert_qdq_after(g, "x", per_tensor(0.1, 0), "input_range")
+    a = op(g, "RELU", ["x/dq"], "a", (1, 4))
+    b = op(g, "RELU6", ["x/dq"], "b", (1, 4))
+    g.outputs = [a, b]
+    with pytest.raises(ConversionError) as info:
+        check_quantizable(propagate_quant_params(g))
+    msg = str(info.value)
+    assert "2 problems" in msg and "'a'" in msg and "'b'" in msg and "add a FakeQuant after" in msg
+    assert "\n" not in msg
