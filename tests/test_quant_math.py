@@ -729,7 +729,8 @@ def test_oracle_runtime_requant(tf, litert, tmp_path):
 
         def out(v, k):
             lo, hi = fq[k]
-            tf.identity(tf.quantization.fake_quant_with_min_max_vars(v, tf.constant(lo), tf.constant(hi)), name="o_" + k)
+            y = tf.quantization.fake_quant_with_min_max_vars(v, tf.constant(lo), tf.constant(hi))
+            tf.identity(y, name="o_" + k)
 
         out(a + b, "add")
         out(a - b, "sub")

@@ -139,7 +139,9 @@ def fake_quant_params(rmin: float, rmax: float, num_bits: int = 8, narrow_range:
     lo, hi = _expand_very_small_range(_as_f32_double(rmin), _as_f32_double(rmax))
     qmin, qmax = _storage_range(num_bits, narrow_range, signed=False)
     scale, zp = _nudged_scale_and_zero_point(qmin, qmax, lo, hi)
-    return QuantParams(scale=(scale,), zero_point=(zp - 128,), axis=None, qmin=qmin - 128, qmax=qmax - 128, dtype="int8")
+    return QuantParams(
+        scale=(scale,), zero_point=(zp - 128,), axis=None, qmin=qmin - 128, qmax=qmax - 128, dtype="int8"
+    )
 
 
 def fake_quant_params_per_channel(
