@@ -57,10 +57,19 @@ def stages(options: Options) -> list[tuple[str, list[Pass]]]:
         ("prepare", [fuse_bias_add, fuse_activation, propagate_quant_params, check_quantizable]),
         (
             "quantize",
-            [quantize_constants, fold_quantized_ops, fold_requantize, quantize_io,
+            [quantize_constants, fold_quantized_ops, fold_requantize, fuse_quantized_activation, quantize_io,
              _rename_io, tidy_names, check_int8, assign_versions, requant_metadata],
         ),
     ]
+
+
+def fuse_quantized_activation(graph: Graph) -> Graph:
+    """TensorFlow runs its op fusions again after quantization, so a quantized
+    RELU/RELU6/RELU_N1_TO_1 right after a conv, FC, ADD, SUB or MUL whose output it
+    alone reads is fused into it; the op then produces the activation's parameters."""
+    from qconvert.prepare.fuse import fuse_activation
+
+    return fuse_activation(graph)
 
 
 def _rename_io(graph: Graph) -> Graph:

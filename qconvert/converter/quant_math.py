@@ -135,6 +135,10 @@ def fake_quant_params(rmin: float, rmax: float, num_bits: int = 8, narrow_range:
     ``ConvertUnsignedToSigned`` (quantization_utils.h) subtracts 128 from the zero
     point and storage bounds. The scale stays the double (rmax-rmin)/(qmax-qmin):
     it is not re-nudged.
+
+    This can disagree with the float32 ``Nudge`` of the training kernel: for
+    [-1, 1] the converter's zero point is 127.5 -> 128 (int8 0) while the kernel
+    computes 127.49999 -> 127 (see :func:`fake_quant_float32`).
     """
     lo, hi = _expand_very_small_range(_as_f32_double(rmin), _as_f32_double(rmax))
     qmin, qmax = _storage_range(num_bits, narrow_range, signed=False)
@@ -680,3 +684,32 @@ def mean_hw_reference(acc: int | np.ndarray, multiplier: int, shift: int, num_el
     neg = -((-(v - n // 2)) // n)  # C++ truncating division of a non-positive value
     r = np.where(v > 0, pos, neg)
     return _out(r, acc)
+
+
+def value_range_params(
+    rmin: float, rmax: float, narrow_range: bool = False, axis: int | None = None
+) -> QuantParams:
+    """Parameters for a constant with no FakeQuant, from its value range.
+
+    ``GetUniformQuantizedTypeForWeight`` (quantization_lib/quantization_utils.cc)
+    widens the range to include 0, then calls ``GetQuantizedType`` in the SIGNED
+    domain (8 bits; narrow for weights of affine ops, which are also made
+    symmetric by the caller). Per-tensor; see :func:`value_range_params_per_channel`.
+    """
+    lo, hi = min(float(rmin), 0.0), max(float(rmax), 0.0)
+    lo, hi = _expand_very_small_range(lo, hi)
+    qmin, qmax = _storage_range(8, narrow_range, signed=True)
+    scale, zp = _nudged_scale_and_zero_point(qmin, qmax, lo, hi)
+    return QuantParams(scale=(scale,), zero_point=(zp,), axis=None, qmin=qmin, qmax=qmax, dtype="int8")
+
+
+def value_range_params_per_channel(
+    mins: Sequence[float], maxs: Sequence[float], narrow_range: bool = True, axis: int = 0
+) -> QuantParams:
+    """Per-axis :func:`value_range_params` (``GetUniformQuantizedPerAxisTypeForWeight``)."""
+    per = [value_range_params(a, b, narrow_range) for a, b in zip(mins, maxs)]
+    qmin, qmax = _storage_range(8, narrow_range, signed=True)
+    return QuantParams(
+        scale=tuple(p.scale[0] for p in per), zero_point=tuple(p.zero_point[0] for p in per),
+        axis=axis, qmin=qmin, qmax=qmax, dtype="int8",
+    )
