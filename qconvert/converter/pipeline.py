@@ -34,6 +34,7 @@ class InvariantError(ConversionError):
 
 
 def stages(options: Options) -> list[tuple[str, list[Pass]]]:
+    from qconvert.legalize.clamps import legalize_clamps
     from qconvert.legalize.fake_quant import legalize_fake_quant
     from qconvert.legalize.input_ranges import set_input_ranges
     from qconvert.legalize.tf_ops import legalize_ops
@@ -42,6 +43,7 @@ def stages(options: Options) -> list[tuple[str, list[Pass]]]:
     from qconvert.prepare.fold_constants import fold_constants
     from qconvert.prepare.fuse import fuse_activation, fuse_bias_add
     from qconvert.prepare.hoist_layout import hoist_layout
+    from qconvert.prepare.identity_arith import remove_identity_arith
     from qconvert.prepare.propagate import propagate_quant_params
     from qconvert.quantize_pass.constants import quantize_constants
     from qconvert.quantize_pass.finalize import assign_versions, check_int8, requant_metadata, tidy_names
@@ -52,8 +54,8 @@ def stages(options: Options) -> list[tuple[str, list[Pass]]]:
     set_ranges.__name__ = "set_input_ranges"  # type: ignore[attr-defined]
     return [
         ("inputs", [set_ranges]),
-        ("legalize", [legalize_fake_quant, legalize_ops]),
-        ("fold", [fold_constants, hoist_layout, fold_constants, drop_fake_quant]),
+        ("legalize", [legalize_fake_quant, legalize_clamps, legalize_ops]),
+        ("fold", [fold_constants, hoist_layout, fold_constants, drop_fake_quant, remove_identity_arith]),
         ("prepare", [fuse_bias_add, fuse_activation, propagate_quant_params, check_quantizable]),
         (
             "quantize",

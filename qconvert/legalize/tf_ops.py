@@ -161,6 +161,8 @@ REWRITES: dict[str, Rewrite] = {
     "Mul": _plain("MUL", fused_activation_function="NONE"),
     "Relu": _plain("RELU"),
     "Relu6": _plain("RELU6"),
+    "Maximum": _plain("MAXIMUM"),
+    "Minimum": _plain("MINIMUM"),
     "AvgPool": pool("AVERAGE_POOL_2D"),
     "MaxPool": pool("MAX_POOL_2D"),
     "Mean": mean,
@@ -180,6 +182,6 @@ def legalize_ops(graph: Graph) -> Graph:
         if rewrite is not None:
             rewrite(graph, node)
             graph.touch()
-        elif node.op in TF_OPS and TF_OPS[node.op].tfl is not None and node.op not in ("FAKE_QUANT",):
+        elif node.op in TF_OPS and TF_OPS[node.op].tfl is not None:
             raise ConversionError(f"node '{node.name}': no legalization for {node.op}")
     return graph

@@ -3,16 +3,18 @@
 Requires: after propagation, every float operand of a compute op comes from a
 DEQUANTIZE and every result is read only by QUANTIZE nodes. Anything else would
 leave a float op in the model, which TensorFlow's converter does silently and we
-refuse to do. All offenders are listed in one message.
+refuse to do. Every offending tensor is listed once, in one message, with the op
+that produces it, the ops that read it, and where to add a FakeQuant.
 """
 
 from __future__ import annotations
 
-from qconvert.converter.ir import ConversionError, Graph
+from qconvert.converter.ir import ConversionError, Graph, Node
 from qconvert.converter.ops import TFL_OPS, Rule
 
 
 def check_quantizable(graph: Graph) -> Graph:
+    missing: dict[str, list[Node]] = {}  # tensor -> readers that need it quantized
     problems: list[str] = []
     for node in graph.nodes:
         row = TFL_OPS.get(node.op)
@@ -21,33 +23,27 @@ def check_quantizable(graph: Graph) -> Graph:
             continue
         if row.rule in (Rule.QUANT, Rule.LAYOUT):
             continue
-        for slot, name in enumerate(node.inputs):
-            t = graph.tensors[name]
-            if t.dtype != "float32":
-                continue
+        for name in node.inputs:
             prod = graph.producer(name)
-            if prod is not None and prod.op == "DEQUANTIZE":
-                continue
-            if t.data is not None:
-                problems.append(
-                    f"constant '{name}' (operand {slot} of {node.op} '{node.name}') has no quantization range; "
-                    f"add a FakeQuant on it"
-                )
-            else:
-                src = f"output of {prod.op} '{prod.name}'" if prod is not None else "a graph input"
-                problems.append(
-                    f"tensor '{name}' ({src}, read by {node.op} '{node.name}') has no quantization range; "
-                    f"add a FakeQuant after '{prod.name if prod else name}'"
-                )
+            if graph.tensors[name].dtype == "float32" and (prod is None or prod.op != "DEQUANTIZE"):
+                missing.setdefault(name, []).append(node)
         for name in node.outputs:
             readers = graph.consumers(name)
             if not readers or any(r.op != "QUANTIZE" for r in readers) or name in graph.outputs:
-                problems.append(
-                    f"tensor '{name}' (output of {node.op} '{node.name}') has no quantization range; "
-                    f"add a FakeQuant after '{node.name}'"
-                )
-    unique = list(dict.fromkeys(problems))
-    if unique:
-        more = f" ({len(unique)} problems)" if len(unique) > 1 else ""
-        raise ConversionError("cannot quantize fully" + more + ": " + "; ".join(unique))
+                missing.setdefault(name, [])
+    for name, readers in missing.items():
+        prod = graph.producer(name)
+        read = ", ".join(f"{r.op} '{r.name}'" for r in readers)
+        if graph.tensors[name].data is not None:
+            problems.append(f"constant '{name}' (read by {read}) has no quantization range; add a FakeQuant on it")
+            continue
+        what = f"output of {prod.op} '{prod.name}'" if prod is not None else "a graph input"
+        where = f"; read by {read}" if read else ""
+        problems.append(
+            f"tensor '{name}' ({what}{where}) has no quantization range; "
+            f"add a FakeQuant after '{prod.name if prod is not None else name}'"
+        )
+    if problems:
+        more = f" ({len(problems)} problems)" if len(problems) > 1 else ""
+        raise ConversionError("cannot quantize fully" + more + ": " + "; ".join(problems))
     return graph

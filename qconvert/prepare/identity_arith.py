@@ -1,0 +1,36 @@
+"""Stage 3d: arithmetic that changes nothing is removed, as TensorFlow's canonicalizer does.
+
+    x * 1,  1 * x,  x + 0,  0 + x,  x - 0        ⇒        x
+
+only for scalar (or all-equal) constants whose broadcast leaves x's shape as it is.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from qconvert.converter.ir import Graph
+
+_NEUTRAL = {"MUL": (1.0, (0, 1)), "ADD": (0.0, (0, 1)), "SUB": (0.0, (1,))}
+
+
+def remove_identity_arith(graph: Graph) -> Graph:
+    dead = []
+    for node in graph:
+        rule = _NEUTRAL.get(node.op)
+        if rule is None or node.attrs.get("fused_activation_function", "NONE") != "NONE":
+            continue
+        neutral, const_slots = rule
+        for slot in const_slots:
+            c = graph.const(node.inputs[slot])
+            other = node.inputs[1 - slot]
+            if c is None or graph.is_const(other) or c.size == 0 or not np.all(c == neutral):
+                continue
+            if graph.tensors[other].shape != graph.tensors[node.outputs[0]].shape:
+                continue
+            graph.replace_all_uses(node.outputs[0], other)
+            dead.append(node)
+            break
+    graph.remove_nodes(dead)
+    graph.prune()
+    return graph
