@@ -191,3 +191,28 @@ def test_cli_converts_a_model(
     flat = out.read_bytes()
     assert oracle.io_details(flat)["inputs"][0]["dtype"] == "int8"  # loads in LiteRT
     oracle.compare_models(flat, tf_models[m.name], n_inputs=4)
+
+
+@pytest.mark.parametrize("name", corpus.MODEL_NAMES)
+def test_op_versions_match_tensorflow(
+    name: str,
+    models: dict[str, corpus.CorpusModel],
+    tf_models: dict[str, bytes],
+    our_models: Callable[[corpus.CorpusModel], bytes],
+) -> None:
+    """Every op both files contain has the version TF writes for its int8 form.
+
+    Exception: TF folds a Squeeze/Reshape into FULLY_CONNECTED with keep_num_dims,
+    which is version 5; we keep the Squeeze and write version 4.
+    """
+    from qconvert.schema.reader import read_model
+
+    ours, theirs = read_model(our_models(models[name])), read_model(tf_models[name])
+    keep_dims_fc = any(op.builtin == "FULLY_CONNECTED" and op.options.get("keep_num_dims")
+                       for sg in theirs.subgraphs for op in sg.operators)
+    vo = {c.builtin: c.version for c in ours.operator_codes}
+    vt = {c.builtin: c.version for c in theirs.operator_codes}
+    for op in set(vo) & set(vt):
+        if op == "FULLY_CONNECTED" and keep_dims_fc:
+            continue
+        assert vo[op] == vt[op], f"{op}: version {vo[op]}, TF writes {vt[op]}"

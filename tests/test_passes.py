@@ -227,3 +227,85 @@ def test_missing_range_names_every_tensor_and_the_fix():
     msg = str(info.value)
     assert "2 problems" in msg and "'a'" in msg and "'b'" in msg and "add a FakeQuant after" in msg
     assert "\n" not in msg
+
+
+# -- more single passes --------------------------------------------------------
+
+
+def test_relu1_pattern_becomes_relu_n1_to_1():
+    from qconvert.legalize.clamps import legalize_clamps
+
+    g = graph_with_input((1, 4))
+    m = op(g, "Maximum", ["x", const(g, "lo", np.float32(-1.0))], "max", (1, 4))
+    g.outputs = [op(g, "Minimum", [const(g, "hi", np.float32(1.0)), m], "min", (1, 4))]
+    legalize_clamps(g)
+    assert ops(g) == ["RELU_N1_TO_1"] and g.nodes[0].inputs == ["x"]
+
+
+def test_other_clamps_stay_minimum_maximum():
+    from qconvert.legalize.clamps import legalize_clamps
+
+    g = graph_with_input((1, 4))
+    m = op(g, "Maximum", ["x", const(g, "lo", np.float32(-0.5))], "max", (1, 4))
+    g.outputs = [op(g, "Minimum", [m, const(g, "hi", np.float32(0.5))], "min", (1, 4))]
+    legalize_clamps(g)
+    assert ops(g) == ["Maximum", "Minimum"]
+
+
+def test_identity_arithmetic_is_removed():
+    from qconvert.prepare.identity_arith import remove_identity_arith
+
+    g = graph_with_input((1, 4))
+    a = op(g, "MUL", ["x", const(g, "one", np.float32(1.0))], "a", (1, 4), fused_activation_function="NONE")
+    b = op(g, "ADD", [a, const(g, "zero", np.zeros(4, np.float32))], "b", (1, 4), fused_activation_function="NONE")
+    g.outputs = [op(g, "SUB", [const(g, "z2", np.float32(0.0)), b], "c", (1, 4), fused_activation_function="NONE")]
+    remove_identity_arith(g)
+    assert ops(g) == ["SUB"]  # 0 - x is not x
+
+
+def test_quantize_constants_rounds_half_away_from_zero():
+    from qconvert.quantize_pass.constants import quantize_constants
+
+    g = graph_with_input((1, 4))
+    w = const(g, "w", np.array([0.25, -0.25, 0.75, 12.0], np.float32))
+    insert_qdq_after(g, w, per_tensor(0.5, 0), "weight")
+    g.outputs = ["w/dq"]
+    quantize_constants(g)
+    # 0.25/0.5 = 0.5 -> 1; -0.5 -> -1; 1.5 -> 2; 24 stays 24
+    assert g.const("w/q").tolist() == [1, -1, 2, 24] and g.tensors["w/q"].dtype == "int8"
+
+
+def test_int8_io_and_names():
+    from qconvert.quantize_pass.io import quantize_io, rename_io
+
+    g = graph_with_input((1, 4))
+    insert_qdq_after(g, "x", per_tensor(0.1, 0), "input_range")
+    g.outputs = ["x/dq"]
+    quantize_io(g)
+    assert g.inputs == ["x/q"] and g.outputs == ["x/q"] and ops(g) == []
+    g.tensors["x/q"].data = None
+    rename_io(g, ["x"], ["y"])
+    assert g.inputs == ["x"]
+
+
+def test_a_broken_pass_is_reported_with_its_stage(monkeypatch):
+    from qconvert.converter import pipeline
+    from qconvert.converter.ir import Tensor
+
+    def broken(graph):
+        graph.nodes[0].inputs.append("ghost")
+        return graph
+
+    original = pipeline.stages
+
+    def patched(options):
+        st = original(options)
+        st[1][1].append(broken)
+        return st
+
+    monkeypatch.setattr(pipeline, "stages", patched)
+    g = graph_with_input((1, 4))
+    g.outputs = [fake_quant(g, "x", -1.0, 1.0, "fq")]
+    g.add_tensor(Tensor("unused", "float32", (1,)))
+    with pytest.raises(pipeline.InvariantError, match=r"after stage 'legalize' \(pass broken\).*'ghost'"):
+        pipeline.run(g, pipeline.Options())

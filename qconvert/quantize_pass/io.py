@@ -42,7 +42,7 @@ def rename_io(graph: Graph, input_names: list[str], output_names: list[str]) -> 
     """Give graph inputs/outputs the user's names where those names are free."""
     mapping = {}
     for current, name in list(zip(graph.inputs, input_names)) + list(zip(graph.outputs, output_names)):
-        if current != name and name not in graph.tensors and name not in mapping.values():
+        if current != name and current not in mapping and name not in graph.tensors and name not in mapping.values():
             mapping[current] = name
     rename_tensors(graph, mapping)
     return graph
