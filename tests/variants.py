@@ -189,10 +189,46 @@ BIT_EXACT = [
     "v_pad_sym", "v_relu_after_concat", "v_fq_after_reshape", "v_add_const_fq", "v_no_bias_conv",
     "v_maxpool_fq", "v_softmax_noout", "v_dilated", "v_matmul_tb", "v_mean_keep", "v_sub_const_first",
     "v_dw_perchannel", "v_avgpool_same", "v_weights_nofq", "v_relu_standalone", "v_relu1",
-    "v_relu1_standalone", "v_relu6_clip",
+    "v_relu1_standalone", "v_relu6_clip", "v_self_ops", "v_matmul_two_activations", "v_transpose_ops",
+    "v_shape_arith_flatten",
 ]
 # TensorFlow converts these "successfully" with float ops left in; qconvert refuses, naming the tensor.
 TF_LEAVES_FLOAT = {"v_add_const": "'Relu'", "v_max_min_general": "'Maximum_1'", "v_tanh_sig_out": "'mul'"}
 # Back-to-back FakeQuants: qconvert requantizes to the second range; TF keeps the first range but
 # scales the next bias by the second (README, "Where qconvert deliberately differs").
 DOUBLE_FAKE_QUANT = ["v_double_fq", "v_double_fq_input", "v_double_fq_concat", "v_double_fq_branch"]
+
+
+def v_self_ops(b):
+    tf = b.tf
+    x = b.input("input", [1, 4, 4, 3], (-1, 1))
+    a = b.act(b.conv(x, 1, 1, 4), "a")
+    s = b.act(a + a, "s")
+    m = b.act(s * s, "m")
+    b.output(b.act(m - a, "d")); return ""
+
+
+def v_matmul_two_activations(b):
+    tf = b.tf
+    x = b.input("input", [1, 8], (-1, 1))
+    a = b.act(b.dense(x, 8), "a")
+    c = b.act(b.dense(x, 8), "c")
+    b.output(b.act(tf.matmul(a, c, transpose_b=True), "m")); return ""
+
+
+def v_transpose_ops(b):
+    tf = b.tf
+    x = b.input("input", [1, 8], (-1, 1))
+    a = b.act(b.dense(x, 8), "a")
+    c = b.act(b.dense(x, 8), "c")
+    b.output(b.act(tf.matmul(a, tf.transpose(c)), "m"), "output_matmul")
+    t = tf.transpose(tf.reshape(a, [-1, 2, 4, 1]), [0, 2, 1, 3])
+    b.output(b.act(tf.nn.relu(b.conv(t, 1, 1, 2)), "o")); return ""
+
+
+def v_shape_arith_flatten(b):
+    tf = b.tf
+    x = b.input("input", [1, 4, 4, 3], (-1, 1))
+    a = b.act(tf.nn.relu(b.conv(x, 1, 1, 4)), "a")
+    flat = tf.reshape(a, tf.stack([tf.shape(a)[0], tf.reduce_prod(tf.shape(a)[1:])]))
+    b.output(b.act(b.dense(flat, 5), "d")); return ""

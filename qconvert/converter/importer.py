@@ -14,6 +14,7 @@ import numpy as np
 
 from qconvert.converter.graphdef import RawNode
 from qconvert.converter.ir import ConversionError, Graph, Node, Tensor, UsageError
+from qconvert.converter.const_eval import CONST_EVAL, CONST_ONLY, evaluate, shape_of
 from qconvert.converter.ops import STRUCTURAL, TF_OPS, supported_ops
 
 # Ops that are never graph outputs when outputs are auto-detected.
@@ -106,7 +107,7 @@ def import_graph(
                 raise ConversionError(f"node '{name}' reads '{ref}', which is not in the graph")
             stack.append(src)
 
-    unknown = sorted({by_name[n].op for n in needed if by_name[n].op not in TF_OPS})
+    unknown = sorted({by_name[n].op for n in needed if by_name[n].op not in TF_OPS and by_name[n].op not in CONST_ONLY})
     if unknown:
         where = ", ".join(
             f"'{n}' ({by_name[n].op})" for n in needed if by_name[n].op in unknown
@@ -151,6 +152,19 @@ def import_graph(
                 raise ConversionError(f"node '{name}' ({op}) has no input")
             alias[name] = data_inputs[0]
             continue
+        if op == "Shape" and data_inputs:
+            value = shape_of(raw, graph.tensors[data_inputs[0]].shape)
+            graph.add_tensor(Tensor(name, value.dtype.name, tuple(value.shape), value))
+            continue
+        if op in CONST_EVAL and data_inputs and all(graph.is_const(t) for t in data_inputs):
+            value = evaluate(raw, [graph.const(t) for t in data_inputs])
+            graph.add_tensor(Tensor(name, value.dtype.name, tuple(value.shape), value))
+            continue
+        if op in CONST_ONLY:
+            raise ConversionError(
+                f"node '{name}' ({op}) computes on tensors that are not constant; only constant "
+                f"shape arithmetic is supported (give the graph static shapes, e.g. --input-shapes)"
+            )
         dtype = raw.attrs.get("T", "float32")
         if dtype != "float32":
             raise ConversionError(

@@ -34,7 +34,6 @@ class Rule(enum.Enum):
     SAME_SCALE = "same-scale"  # inputs and output share one scale and zero point
     FIXED = "fixed-output"  # the kernel requires fixed output parameters
     QUANT = "quant"  # QUANTIZE / DEQUANTIZE themselves
-    LAYOUT = "layout"  # weight layout ops, folded away before quantization
 
 
 @dataclass(frozen=True)
@@ -76,7 +75,7 @@ TFL_OPS: dict[str, TflOp] = {
     "QUANTIZE": TflOp(Rule.QUANT, 1),
     "DEQUANTIZE": TflOp(Rule.QUANT, 2),
     "FAKE_QUANT": TflOp(Rule.QUANT, 1),
-    "TRANSPOSE": TflOp(Rule.LAYOUT, 2, float_inputs=(0,)),
+    "TRANSPOSE": TflOp(Rule.SAME_SCALE, 2, float_inputs=(0,)),
 }
 
 ACTIVATIONS = {"RELU": "RELU", "RELU6": "RELU6", "RELU_N1_TO_1": "RELU_N1_TO_1"}
@@ -338,6 +337,7 @@ TF_OPS: dict[str, TfOp] = {
     "MaxPool": TfOp("MAX_POOL_2D", shape_pool),
     "Mean": TfOp("MEAN", shape_mean),
     "Reshape": TfOp("RESHAPE", shape_reshape),
+    "Transpose": TfOp("TRANSPOSE", shape_transpose),
     "Squeeze": TfOp("SQUEEZE", shape_squeeze),
     "ConcatV2": TfOp("CONCATENATION", shape_concat),
     "Pad": TfOp("PAD", shape_pad),
@@ -354,3 +354,6 @@ STRUCTURAL = {"Identity", "StopGradient", "Snapshot", "PlaceholderWithDefault"}
 
 def supported_ops() -> str:
     return ", ".join(sorted(k for k in TF_OPS if k not in ("NoOp",)))
+
+
+# Ops computing constants only (shape arithmetic), folded while importing: see const_eval.py.

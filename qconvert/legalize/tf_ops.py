@@ -131,6 +131,12 @@ def reshape(graph: Graph, node: Node) -> None:
     node.op = "RESHAPE"
 
 
+def transpose(graph: Graph, node: Node) -> None:
+    _int32_const(graph, node, 1)
+    node.attrs = {}
+    node.op = "TRANSPOSE"
+
+
 def squeeze(graph: Graph, node: Node) -> None:
     node.attrs = {"squeeze_dims": [int(d) for d in node.attrs.get("squeeze_dims", []) or []]}
     node.op = "SQUEEZE"
@@ -168,6 +174,7 @@ REWRITES: dict[str, Rewrite] = {
     "Mean": mean,
     "Reshape": reshape,
     "Squeeze": squeeze,
+    "Transpose": transpose,
     "ConcatV2": concat,
     "Pad": pad,
     "Softmax": _plain("SOFTMAX", beta=1.0),

@@ -21,7 +21,7 @@ def check_quantizable(graph: Graph) -> Graph:
         if row is None:
             problems.append(f"node '{node.name}' has op {node.op}, which cannot be quantized")
             continue
-        if row.rule in (Rule.QUANT, Rule.LAYOUT):
+        if row.rule is Rule.QUANT:
             continue
         for name in node.inputs:
             prod = graph.producer(name)

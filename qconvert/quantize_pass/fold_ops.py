@@ -23,7 +23,7 @@ from qconvert.converter.ops import TFL_OPS, Rule
 def fold_quantized_ops(graph: Graph) -> Graph:
     for node in graph:
         row = TFL_OPS.get(node.op)
-        if row is None or row.rule in (Rule.QUANT, Rule.LAYOUT):
+        if row is None or row.rule is Rule.QUANT:
             continue
         for slot, name in enumerate(node.inputs):
             prod = graph.producer(name)
