@@ -18,15 +18,9 @@ from qconvert.converter.ir import ConversionError
 def _load(path: str | os.PathLike):
     from qconvert.schema.reader import read_model
 
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read()
-    except FileNotFoundError:
-        raise ConversionError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise ConversionError(f"{path}: is a directory, not a .tflite file") from None
-    except OSError as exc:
-        raise ConversionError(f"{path}: cannot read: {exc.strerror}") from None
+    from qconvert.converter.files import read_bytes
+
+    data = read_bytes(path, "a .tflite file")
     try:
         return read_model(data)
     except ValueError as exc:

@@ -180,7 +180,7 @@ def _two_branch_concat() -> Graph:
     g = graph_with_input((1, 2, 2, 1))
     insert_qdq_after(g, "x", per_tensor(0.01, 0), "input_range")
     a = op(g, "MAX_POOL_2D", ["x/dq"], "a", (1, 2, 2, 1))
-    b = op(g, "RELU", ["x/dq"], "b", (1, 2, 2, 1))
+    op(g, "RELU", ["x/dq"], "b", (1, 2, 2, 1))
     insert_qdq_after(g, "b", per_tensor(0.02, -128), "fake_quant")
     cat = op(g, "CONCATENATION", [a, "b/dq"], "cat", (1, 2, 2, 2), axis=3, fused_activation_function="NONE")
     insert_qdq_after(g, cat, per_tensor(0.03, -128), "fake_quant")

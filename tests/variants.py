@@ -40,7 +40,6 @@ def v_add_const(b):
     y = b.act(y * tf.constant(0.75), "m")
     b.output(y); return ""
 def v_no_bias_conv(b):
-    tf = b.tf
     x = b.input("input", [1, 6, 6, 3], (-1, 1))
     y = b.act(b.conv(x, 3, 3, 4, bias=False), "a")
     y = b.act(b.conv(y, 3, 3, 4, stride=2, padding="VALID", bias=False), "b")
@@ -200,7 +199,6 @@ DOUBLE_FAKE_QUANT = ["v_double_fq", "v_double_fq_input", "v_double_fq_concat", "
 
 
 def v_self_ops(b):
-    tf = b.tf
     x = b.input("input", [1, 4, 4, 3], (-1, 1))
     a = b.act(b.conv(x, 1, 1, 4), "a")
     s = b.act(a + a, "s")

@@ -23,6 +23,7 @@ import numpy as np
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError
 
+from qconvert.converter.files import read_bytes
 from qconvert.converter.ir import ConversionError
 
 __all__ = [
@@ -534,16 +535,7 @@ def read_graphdef(path: str | os.PathLike[str]) -> list[RawNode]:
                 f"{source}: this is a SavedModel directory, not a frozen GraphDef .pb; "
                 "freeze it to a .pb first (SavedModel input is not supported yet)"
             )
-        raise ConversionError(f"{source}: is a directory, not a GraphDef .pb file")
-    try:
-        with open(source, "rb") as f:
-            data = f.read()
-    except FileNotFoundError:
-        raise ConversionError(f"{source}: no such file") from None
-    except PermissionError:
-        raise ConversionError(f"{source}: cannot read the file (permission denied)") from None
-    except OSError as e:
-        raise ConversionError(f"{source}: cannot read the file ({e.strerror or e})") from None
+    data = read_bytes(source, "a GraphDef .pb file")
     graph = _parse_message(data, source)
     del data  # the parsed message holds what we need; free the raw bytes early
     return _decode(graph, source)
