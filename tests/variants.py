@@ -189,7 +189,7 @@ BIT_EXACT = [
     "v_maxpool_fq", "v_softmax_noout", "v_dilated", "v_matmul_tb", "v_mean_keep", "v_sub_const_first",
     "v_dw_perchannel", "v_avgpool_same", "v_weights_nofq", "v_relu_standalone", "v_relu1",
     "v_relu1_standalone", "v_relu6_clip", "v_self_ops", "v_matmul_two_activations", "v_transpose_ops",
-    "v_shape_arith_flatten",
+    "v_shape_arith_flatten", "v_concat_no_output_fq", "v_mid_output",
 ]
 # TensorFlow converts these "successfully" with float ops left in; qconvert refuses, naming the tensor.
 TF_LEAVES_FLOAT = {"v_add_const": "'Relu'", "v_max_min_general": "'Maximum_1'", "v_tanh_sig_out": "'mul'"}
@@ -230,3 +230,22 @@ def v_shape_arith_flatten(b):
     a = b.act(tf.nn.relu(b.conv(x, 1, 1, 4)), "a")
     flat = tf.reshape(a, tf.stack([tf.shape(a)[0], tf.reduce_prod(tf.shape(a)[1:])]))
     b.output(b.act(b.dense(flat, 5), "d")); return ""
+
+
+def v_concat_no_output_fq(b):
+    tf = b.tf
+    x = b.input("input", [1, 4, 4, 3], (-1, 1))
+    a = b.act(b.conv(x, 1, 1, 4), "a")
+    c = b.act(tf.nn.relu(b.conv(x, 1, 1, 4)), "c")
+    y = tf.concat([a, c, x], 3)
+    b.output(b.act(b.conv(y, 1, 1, 4), "o")); return ""
+
+
+def v_mid_output(b):
+    tf = b.tf
+    x = b.input("input", [1, 4, 4, 3], (-1, 1))
+    a = b.act(tf.nn.relu(b.conv(x, 1, 1, 4)), "a")
+    b.output(a, "output_mid")
+    p = tf.nn.max_pool2d(a, 2, 2, "VALID")
+    b.output(p, "output_pool")
+    b.output(b.act(b.conv(a, 1, 1, 4), "o")); return ""
