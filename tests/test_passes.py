@@ -309,3 +309,34 @@ def test_a_broken_pass_is_reported_with_its_stage(monkeypatch):
     g.add_tensor(Tensor("unused", "float32", (1,)))
     with pytest.raises(pipeline.InvariantError, match=r"after stage 'legalize' \(pass broken\).*'ghost'"):
         pipeline.run(g, pipeline.Options())
+
+
+def test_concat_without_fake_quant_gets_the_union_of_its_input_ranges():
+    from qconvert.legalize.fake_quant import concat_union_ranges
+
+    g = graph_with_input((1, 2, 2, 1))
+    a = fake_quant(g, "x", -1.0, 0.5, "fa")
+    c = fake_quant(g, "x", 0.0, 2.0, "fc")
+    g.outputs = [op(g, "ConcatV2", [a, c, const(g, "axis", np.int32(3))], "cat", (1, 2, 2, 2), N=2)]
+    concat_union_ranges(g)
+    fq = g.producer(g.outputs[0])
+    assert fq.op == "FakeQuantWithMinMaxVars" and fq.inputs[0] == "cat"
+    assert (float(g.const(fq.inputs[1])), float(g.const(fq.inputs[2]))) == (-1.0, 2.0)
+
+
+def test_work_list_runs_last_op_first():
+    # concat(pool(a), pool(c)) with no FakeQuant after: TF's driver pops the last op first, so
+    # the second pool decides the concat's parameters and the first pool is requantized.
+    g = graph_with_input((1, 2, 2, 1))
+    insert_qdq_after(g, "x", per_tensor(0.01, 0), "input_range")
+    a = op(g, "RELU", ["x/dq"], "a", (1, 2, 2, 1))
+    insert_qdq_after(g, a, per_tensor(0.02, 0), "fake_quant")
+    c = op(g, "RELU6", ["x/dq"], "c", (1, 2, 2, 1))
+    insert_qdq_after(g, c, per_tensor(0.03, -128), "fake_quant")
+    pa = op(g, "MAX_POOL_2D", ["a/dq"], "pa", (1, 2, 2, 1))
+    pc = op(g, "MAX_POOL_2D", ["c/dq"], "pc", (1, 2, 2, 1))
+    cat = op(g, "CONCATENATION", [pa, pc], "cat", (1, 2, 2, 2), axis=3, fused_activation_function="NONE")
+    g.outputs = [cat]
+    propagate_quant_params(g)
+    concat = next(n for n in g.nodes if n.op == "CONCATENATION")
+    assert [params_in(g, i)[0] for i in concat.inputs] == [per_tensor(0.03, -128)] * 2

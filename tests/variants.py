@@ -189,7 +189,7 @@ BIT_EXACT = [
     "v_maxpool_fq", "v_softmax_noout", "v_dilated", "v_matmul_tb", "v_mean_keep", "v_sub_const_first",
     "v_dw_perchannel", "v_avgpool_same", "v_weights_nofq", "v_relu_standalone", "v_relu1",
     "v_relu1_standalone", "v_relu6_clip", "v_self_ops", "v_matmul_two_activations", "v_transpose_ops",
-    "v_shape_arith_flatten", "v_concat_no_output_fq", "v_mid_output",
+    "v_shape_arith_flatten", "v_concat_no_output_fq", "v_mid_output", "v_cat2", "v_cat_pool", "v_cat_out",
 ]
 # TensorFlow converts these "successfully" with float ops left in; qconvert refuses, naming the tensor.
 TF_LEAVES_FLOAT = {"v_add_const": "'Relu'", "v_max_min_general": "'Maximum_1'", "v_tanh_sig_out": "'mul'"}
@@ -249,3 +249,31 @@ def v_mid_output(b):
     p = tf.nn.max_pool2d(a, 2, 2, "VALID")
     b.output(p, "output_pool")
     b.output(b.act(b.conv(a, 1, 1, 4), "o")); return ""
+
+
+def v_cat2(b):
+    """Concat of two FakeQuant'ed branches, no FakeQuant after: TF uses the union of the ranges."""
+    tf = b.tf
+    x = b.input("input", [1, 4, 4, 3], (-1, 1))
+    a = b.act(b.conv(x, 1, 1, 4), "a")
+    c = b.act(tf.nn.relu(b.conv(x, 1, 1, 4)), "c")
+    y = tf.concat([a, c], 3)
+    b.output(b.act(b.conv(y, 1, 1, 4), "o")); return ""
+
+
+def v_cat_pool(b):
+    """Concat of two pools (propagated parameters): TF's work-list order picks the last branch."""
+    tf = b.tf
+    x = b.input("input", [1, 4, 4, 3], (-1, 1))
+    a = b.act(b.conv(x, 1, 1, 4), "a")
+    c = b.act(tf.nn.relu(b.conv(x, 1, 1, 4)), "c")
+    y = tf.concat([tf.nn.max_pool2d(a, 2, 2, "VALID"), tf.nn.max_pool2d(c, 2, 2, "VALID")], 3)
+    b.output(b.act(b.conv(y, 1, 1, 4), "o")); return ""
+
+
+def v_cat_out(b):
+    tf = b.tf
+    x = b.input("input", [1, 4, 4, 3], (-1, 1))
+    a = b.act(b.conv(x, 1, 1, 4), "a")
+    c = b.act(tf.nn.relu(b.conv(x, 1, 1, 4)), "c")
+    b.output(tf.concat([c, a], 3)); return ""

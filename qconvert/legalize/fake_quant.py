@@ -3,7 +3,9 @@
     x ──▶ FakeQuant*(min, max) ──▶ y    ⇒    x ──▶ FAKE_QUANT ──▶ Q(params) ──▶ DQ ──▶ y
 
 The parameters are what TensorFlow's converter derives from min/max (unsigned
-domain, nudged zero point, shifted to int8). The FAKE_QUANT node stays for now:
+domain, nudged zero point, shifted to int8). A ConcatV2 whose inputs all come from
+FakeQuants but that has none after it first gets one over the union of their
+ranges, which is what TensorFlow's converter produces for it. The FAKE_QUANT node stays for now:
 on a constant weight, constant folding evaluates it with TensorFlow's float32
 kernel; on an activation, a later pass drops it. min/max must be constants.
 """
@@ -12,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from qconvert.converter.ir import ConversionError, Graph
+from qconvert.converter.ir import ConversionError, Graph, Node, Tensor
 from qconvert.converter.qdq import insert_qdq_after
 
 _VARIANTS = {
@@ -31,9 +33,53 @@ def _bounds(graph: Graph, node, slot: int, what: str) -> np.ndarray:
     return np.asarray(graph.const(node.inputs[slot]), dtype=np.float32)
 
 
+def _range_of(graph: Graph, node) -> tuple[float, float] | None:
+    """The (min, max) of a per-tensor FakeQuant node, if constant."""
+    variant = _VARIANTS.get(node.op)
+    if variant == "args":
+        return float(node.attrs.get("min", -6.0)), float(node.attrs.get("max", 6.0))
+    if variant == "vars" and all(graph.is_const(i) for i in node.inputs[1:3]):
+        lo, hi = (np.asarray(graph.const(i), np.float32) for i in node.inputs[1:3])
+        if lo.size == 1 and hi.size == 1:
+            return float(lo.reshape(-1)[0]), float(hi.reshape(-1)[0])
+    return None
+
+
+def concat_union_ranges(graph: Graph) -> None:
+    """A ConcatV2 of FakeQuant outputs with no FakeQuant after it gets one over the
+    union of its inputs' ranges, as TensorFlow's converter does (measured on TF 2.21)."""
+    for node in graph.topological_order():
+        if node.op != "ConcatV2":
+            continue
+        out = node.outputs[0]
+        if any(r.op in _VARIANTS for r in graph.consumers(out)):
+            continue
+        ranges = []
+        for name in node.inputs[:-1]:
+            prod = graph.producer(name)
+            ranges.append(_range_of(graph, prod) if prod is not None else None)
+        if not ranges or any(r is None for r in ranges):
+            continue
+        lo = min(r[0] for r in ranges)  # type: ignore[index]
+        hi = max(r[1] for r in ranges)  # type: ignore[index]
+        fq_out = graph.unique_name(f"{out}/union_fq")
+        readers = list(graph.consumers(out))
+        graph.add_tensor(Tensor(fq_out, "float32", graph.tensors[out].shape))
+        mn = graph.add_const(f"{fq_out}/min", np.float32(lo))
+        mx = graph.add_const(f"{fq_out}/max", np.float32(hi))
+        fq = Node("FakeQuantWithMinMaxVars", [out, mn, mx], [fq_out],
+                  {"num_bits": 8, "narrow_range": False}, name=fq_out)
+        graph.add_node(fq, graph.nodes.index(node) + 1)
+        for r in readers:
+            r.inputs = [fq_out if i == out else i for i in r.inputs]
+        graph.outputs = [fq_out if o == out else o for o in graph.outputs]
+        graph.touch()
+
+
 def legalize_fake_quant(graph: Graph) -> Graph:
     from qconvert.converter.quant_math import fake_quant_params, fake_quant_params_per_channel
 
+    concat_union_ranges(graph)
     for node in graph:
         variant = _VARIANTS.get(node.op)
         if variant is None:

@@ -17,6 +17,7 @@ op table's rule, until nothing changes:
    asymmetric parameters from its values.
 
 Immutable parameters are those from FakeQuants, input ranges and fixed-output ops.
+The order of the work list follows TensorFlow's driver (see propagate_quant_params).
 """
 
 from __future__ import annotations
@@ -47,6 +48,14 @@ def weight_params(value: np.ndarray, axis: int | None) -> QuantParams:
     return qm.value_range_params_per_channel((-ms).tolist(), ms.tolist(), narrow_range=True, axis=axis)
 
 
+Touched = list[Node]
+
+
+def _producers(graph: Graph, tensor: str) -> Touched:
+    p = graph.producer(tensor)
+    return [p] if p is not None else []
+
+
 def _const_operand(graph: Graph, node: Node, slot: int) -> bool:
     name = node.inputs[slot]
     if not graph.is_const(name) or graph.tensors[name].dtype != "float32":
@@ -58,35 +67,32 @@ def _const_operand(graph: Graph, node: Node, slot: int) -> bool:
     return True
 
 
-def _weighted(graph: Graph, node: Node) -> bool:
+def _weighted(graph: Graph, node: Node) -> Touched | None:
     from qconvert.converter.quant_math import bias_params
 
-    changed = False
     row = TFL_OPS[node.op]
     x, w, b = node.inputs[:3]
     if params_in(graph, w) is None and graph.is_const(w):
         insert_qdq_on_edge(graph, node, 1, weight_params(graph.const(w), row.weight_axis), "weight")
-        changed = True
+    if params_in(graph, b) is not None or not graph.is_const(b):
+        return []
     px, pw = params_in(graph, node.inputs[0]), params_in(graph, node.inputs[1])
-    if params_in(graph, b) is None and graph.is_const(b) and px is not None and pw is not None:
-        insert_qdq_on_edge(graph, node, 2, bias_params(px[0], pw[0]), "bias")
-        changed = True
-    return changed
+    if px is None or pw is None:
+        return None  # the input's parameters are not known yet: retry when they are
+    insert_qdq_on_edge(graph, node, 2, bias_params(px[0], pw[0]), "bias")
+    return []
 
 
-def _fixed(graph: Graph, node: Node) -> bool:
+def _fixed(graph: Graph, node: Node) -> Touched | None:
     scale, zp = TFL_OPS[node.op].fixed  # type: ignore[misc]
     fixed = QuantParams((scale,), (zp,))
     out = node.outputs[0]
     current = params_out(graph, out)
-    if current is not None and current[0].same_as(fixed) and current[1]:
-        return False
-    # Note: a pair we add ourselves is "fixed", hence immutable, so it is never re-added.
-    for q in graph.consumers(out):
-        if q.op == "QUANTIZE" and q.attrs.get("origin") == "fixed":
-            return False
+    if current is not None and current[0].same_as(fixed):
+        return []
+    readers = list(graph.consumers(out))
     insert_qdq_after(graph, out, fixed, "fixed")
-    return True
+    return readers if current is None else []
 
 
 def _choose_same_scale(operands: list, results: list) -> QuantParams | None:
@@ -110,50 +116,60 @@ def _choose_same_scale(operands: list, results: list) -> QuantParams | None:
     return None
 
 
-def _same_scale(graph: Graph, node: Node) -> bool:
+def _same_scale(graph: Graph, node: Node) -> Touched | None:
     slots = float_operands(node.op, node.inputs)
     operands = [params_in(graph, node.inputs[i]) for i in slots]
     out = node.outputs[0]
     result = params_out(graph, out)
     chosen = _choose_same_scale(operands, [result])
     if chosen is None:
-        return False
-    changed = False
+        return None
+    touched: Touched = []
     for slot, state in zip(slots, operands):
+        name = node.inputs[slot]
         if state is None:
-            if graph.is_const(node.inputs[slot]):
+            if graph.is_const(name):
                 insert_qdq_on_edge(graph, node, slot, chosen, "propagated")
             else:
-                insert_qdq_after(graph, node.inputs[slot], chosen, "propagated")
-            changed = True
+                touched += _producers(graph, name)
+                insert_qdq_after(graph, name, chosen, "propagated")
         elif not state[0].same_as(chosen):
             insert_qdq_on_edge(graph, node, slot, chosen, "requant")
-            changed = True
+    if result is None:
+        touched += graph.consumers(out)
     if result is None or not result[0].same_as(chosen):
         insert_qdq_after(graph, out, chosen, "propagated")
-        changed = True
-    return changed
+    return touched
 
 
-def _free(graph: Graph, node: Node) -> bool:
-    changed = False
+def _free(graph: Graph, node: Node) -> Touched | None:
     for slot in float_operands(node.op, node.inputs):
-        if params_in(graph, node.inputs[slot]) is None and _const_operand(graph, node, slot):
-            changed = True
-    return changed
+        if params_in(graph, node.inputs[slot]) is None:
+            _const_operand(graph, node, slot)
+    return []
 
 
 _HANDLERS = {Rule.WEIGHTED: _weighted, Rule.FIXED: _fixed, Rule.SAME_SCALE: _same_scale, Rule.FREE: _free}
 
 
 def propagate_quant_params(graph: Graph) -> Graph:
-    for _ in range(64):
-        changed = False
-        for node in graph.topological_order():
-            row = TFL_OPS.get(node.op)
-            handler = _HANDLERS.get(row.rule) if row is not None else None
-            if handler is not None and handler(graph, node):
-                changed = True
-        if not changed:
-            break
+    """Run the rules over a work list the way TensorFlow's driver does.
+
+    The list starts with every op in program order and is consumed from the end
+    (last op first). An op whose rule cannot decide yet (no parameters around it)
+    is retried when a neighbour gets parameters; an op that has decided is not
+    revisited. Where several choices are possible (a concat of two pools without
+    a FakeQuant after it) the order decides, so we keep TensorFlow's order.
+    """
+    work = [n for n in graph.nodes if n.op in TFL_OPS and TFL_OPS[n.op].rule in _HANDLERS]
+    done: set[int] = set()
+    while work:
+        node = work.pop()
+        if id(node) in done:
+            continue
+        touched = _HANDLERS[TFL_OPS[node.op].rule](graph, node)
+        if touched is None:
+            continue
+        done.add(id(node))
+        work.extend(n for n in touched if n.op in TFL_OPS and TFL_OPS[n.op].rule in _HANDLERS)
     return graph
