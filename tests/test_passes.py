@@ -321,7 +321,7 @@ def test_concat_without_fake_quant_gets_the_union_of_its_input_ranges():
     concat_union_ranges(g)
     fq = g.producer(g.outputs[0])
     assert fq.op == "FakeQuantWithMinMaxVars" and fq.inputs[0] == "cat"
-    assert (float(g.const(fq.inputs[1])), float(g.const(fq.inputs[2]))) == (-1.0, 2.0)
+    assert (g.const(fq.inputs[1]).item(), g.const(fq.inputs[2]).item()) == (-1.0, 2.0)
 
 
 def test_work_list_runs_last_op_first():

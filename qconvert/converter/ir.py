@@ -105,7 +105,9 @@ class Graph:
 
     def add_const(self, name: str, value: np.ndarray, quant: QuantParams | None = None) -> str:
         name = self.unique_name(name)
-        value = np.ascontiguousarray(value)
+        value = np.asarray(value)
+        if not value.flags.c_contiguous:
+            value = np.ascontiguousarray(value)
         self.tensors[name] = Tensor(name, value.dtype.name, tuple(value.shape), value, quant)
         return name
 
