@@ -185,6 +185,16 @@ def shape_same(node: Any, s: list[Shape], c: list[Any]) -> Shape:
     return s[0]
 
 
+def shape_batch_norm(node: Any, s: list[Shape], c: list[Any]) -> Shape:
+    _nhwc_only(node)
+    channels = s[0][-1]
+    if any(len(p) != 1 or p[0] != channels for p in s[1:5]):
+        raise ConversionError(
+            f"node '{node.name}' ({node.op}): scale/offset/mean/variance must have {channels} values"
+        )
+    return s[0]
+
+
 def _const_input(node: Any, c: list[Any], i: int, what: str) -> np.ndarray:
     if i >= len(c) or c[i] is None:
         raise ConversionError(
@@ -329,6 +339,9 @@ TF_OPS: dict[str, TfOp] = {
     "AddV2": TfOp("ADD", shape_broadcast),
     "Sub": TfOp("SUB", shape_broadcast),
     "Mul": TfOp("MUL", shape_broadcast),
+    "FusedBatchNorm": TfOp("MUL", shape_batch_norm),
+    "FusedBatchNormV2": TfOp("MUL", shape_batch_norm),
+    "FusedBatchNormV3": TfOp("MUL", shape_batch_norm),
     "Relu": TfOp("RELU", shape_same),
     "Relu6": TfOp("RELU6", shape_same),
     "Maximum": TfOp("MAXIMUM", shape_broadcast),

@@ -41,7 +41,7 @@ def stages(options: Options) -> list[tuple[str, list[Pass]]]:
     from qconvert.prepare.check import check_quantizable
     from qconvert.prepare.drop_fake_quant import drop_fake_quant
     from qconvert.prepare.fold_constants import fold_constants
-    from qconvert.prepare.fuse import fuse_activation, fuse_bias_add
+    from qconvert.prepare.fuse import fold_mul_into_weights, fuse_activation, fuse_bias_add
     from qconvert.prepare.hoist_layout import hoist_layout
     from qconvert.prepare.identity_arith import remove_identity_arith
     from qconvert.prepare.propagate import propagate_quant_params
@@ -56,7 +56,8 @@ def stages(options: Options) -> list[tuple[str, list[Pass]]]:
         ("inputs", [set_ranges]),
         ("legalize", [legalize_fake_quant, legalize_clamps, legalize_ops]),
         ("fold", [fold_constants, hoist_layout, fold_constants, drop_fake_quant, remove_identity_arith]),
-        ("prepare", [fuse_bias_add, fuse_activation, propagate_quant_params, check_quantizable]),
+        ("prepare", [fuse_bias_add, fold_mul_into_weights, fuse_bias_add, fuse_activation,
+                     propagate_quant_params, check_quantizable]),
         (
             "quantize",
             [quantize_constants, fold_quantized_ops, fold_requantize, fuse_quantized_activation, quantize_io,

@@ -4,7 +4,9 @@
 2. ``DepthwiseConv2dNative(x, w)`` ⇒ ``DEPTHWISE_CONV_2D(x, RESHAPE(w, [1,H,W,C·M]), zeros[C·M])``
 3. ``MatMul(a, b)``                ⇒ ``FULLY_CONNECTED(a, TRANSPOSE(b, [1,0]), zeros[N])``
 4. ``BiasAdd``/``Add``/``AddV2``/``Sub``/``Mul`` ⇒ ``ADD``/``SUB``/``MUL``
-5. pools, ``Mean``, ``Reshape``, ``Squeeze``, ``ConcatV2``, ``Pad``, ``Softmax``, ``Sigmoid``,
+5. ``FusedBatchNorm*(x)`` (inference)  ⇒ ``ADD(MUL(x, m), offset − mean·m)``, m = scale·rsqrt(var+ε);
+   prepare folds the MUL into a preceding convolution's weights and the ADD into its bias.
+6. pools, ``Mean``, ``Reshape``, ``Squeeze``, ``ConcatV2``, ``Pad``, ``Softmax``, ``Sigmoid``,
    ``Tanh``, ``Relu``, ``Relu6`` ⇒ their TFLite namesakes, with options as TFLite writes them.
 
 Zero biases are added as TensorFlow's converter adds them; a following BiasAdd
@@ -156,7 +158,39 @@ def pad(graph: Graph, node: Node) -> None:
     node.op = "PAD"
 
 
+def fused_batch_norm(graph: Graph, node: Node) -> None:
+    """``y = x·m + (offset − mean·m)`` with ``m = scale·rsqrt(variance + ε)``, in float32, as
+    TensorFlow's converter decomposes an inference-mode FusedBatchNorm before folding it."""
+    if node.attrs.get("is_training", False):
+        raise ConversionError(
+            f"node '{node.name}' ({node.op}) is in training mode; freeze the model for inference "
+            f"(call it with training=False before freezing)"
+        )
+    consts = [graph.const(i) for i in node.inputs[1:5]]
+    if any(c is None for c in consts):
+        raise ConversionError(f"node '{node.name}' ({node.op}): scale, offset, mean and variance must be constants")
+    scale, offset, mean, variance = (np.asarray(c, np.float32) for c in consts)
+    eps = np.float32(node.attrs.get("epsilon", 1e-3))
+    # rsqrt rounded once from double: TensorFlow's kernel refines an approximation to
+    # within an ulp or two of this, depending on the CPU.
+    rsqrt = (1.0 / np.sqrt((variance + eps).astype(np.float64))).astype(np.float32)
+    multiplier = scale * rsqrt
+    shift = offset - mean * multiplier
+    x = node.inputs[0]
+    scaled = graph.unique_name(f"{node.name}/scaled")
+    graph.add_tensor(Tensor(scaled, "float32", graph.tensors[x].shape))
+    mul = Node("MUL", [x, graph.add_const(f"{node.name}/multiplier", multiplier)], [scaled],
+               {"fused_activation_function": "NONE"}, name=scaled)
+    graph.add_node(mul, graph.nodes.index(node))
+    node.inputs = [scaled, graph.add_const(f"{node.name}/shift", shift)]
+    node.attrs = {"fused_activation_function": "NONE"}
+    node.op = "ADD"
+
+
 REWRITES: dict[str, Rewrite] = {
+    "FusedBatchNorm": fused_batch_norm,
+    "FusedBatchNormV2": fused_batch_norm,
+    "FusedBatchNormV3": fused_batch_norm,
     "Conv2D": conv2d,
     "DepthwiseConv2dNative": depthwise,
     "MatMul": matmul,

@@ -1,5 +1,6 @@
 """Stage 4a: fuse a bias add and a following activation into the op before them.
 
+0. ``op(x, w, b) ──▶ MUL(·, m)`` ⇒ ``op(x, w·m, b·m)`` (a BatchNorm's scale; see fold_mul_into_weights)
 1. ``CONV_2D | DEPTHWISE_CONV_2D | FULLY_CONNECTED (…, bias) ──▶ ADD(·, c)``
    ⇒ the op with ``bias + c``, when ``c`` is a constant of one value per output
    channel and the op's output has no other reader (also ``SUB``: ``bias - c``).
@@ -16,6 +17,7 @@ import numpy as np
 
 from qconvert.converter.ir import Graph, Node
 from qconvert.converter.ops import ACTIVATIONS, TFL_OPS, Rule
+from qconvert.converter.qdq import dequantized_from
 
 
 def _sole_reader(graph: Graph, node: Node) -> Node | None:
@@ -24,6 +26,56 @@ def _sole_reader(graph: Graph, node: Node) -> Node | None:
     if len(readers) != 1 or out in graph.outputs:
         return None
     return readers[0]
+
+
+def _weight_source(graph: Graph, name: str):
+    """The float constant behind a weight operand: itself, or the input of its Q → DQ pair."""
+    if graph.is_const(name):
+        return name
+    pair = dequantized_from(graph, name)
+    if pair is not None and graph.is_const(pair[0].inputs[0]):
+        return pair[0].inputs[0]
+    return None
+
+
+def fold_mul_into_weights(graph: Graph) -> Graph:
+    """``op(x, w, b) ──▶ MUL(·, m)`` ⇒ ``op(x, w·m, b·m)`` for a per-channel (or scalar) constant m.
+
+    This is how a BatchNorm after a convolution ends up in its weights. A weight that
+    had a FakeQuant is folded as its fake-quantized float values, and its int8
+    parameters are then derived again from the folded values (symmetric, per channel
+    where the op allows), which is what TensorFlow's converter does.
+    """
+    dead = []
+    for node in graph:
+        row = TFL_OPS.get(node.op)
+        if row is None or row.rule is not Rule.WEIGHTED or node.attrs.get("fused_activation_function") != "NONE":
+            continue
+        mul = _sole_reader(graph, node)
+        if mul is None or mul.op != "MUL" or mul.attrs.get("fused_activation_function") != "NONE":
+            continue
+        other = mul.inputs[1] if mul.inputs[0] == node.outputs[0] else mul.inputs[0]
+        m = graph.const(other)
+        w_src = _weight_source(graph, node.inputs[1])
+        bias = graph.const(node.inputs[2])
+        channels = graph.tensors[node.inputs[2]].shape[0]
+        if m is None or m.dtype != np.float32 or w_src is None or bias is None:
+            continue
+        if m.size not in (1, channels) or (m.ndim > 0 and m.shape[-1] != m.size):
+            continue
+        m = np.broadcast_to(m.reshape(-1), (channels,)).astype(np.float32)
+        w = graph.const(w_src).astype(np.float32)
+        axis = 0 if row.weight_axis is None else row.weight_axis
+        shape = [1] * w.ndim
+        shape[axis] = channels
+        node.inputs[1] = graph.add_const(f"{w_src}/folded", w * m.reshape(shape))
+        node.inputs[2] = graph.add_const(f"{node.name}/bias", (bias * m).astype(np.float32))
+        node.outputs = list(mul.outputs)
+        dead.append(mul)
+        graph.touch()
+    graph.remove_nodes(dead)
+    graph.prune()
+    return graph
 
 
 def fuse_bias_add(graph: Graph) -> Graph:
