@@ -180,20 +180,42 @@ def _extras(keras: Any) -> tuple[Any, list[int], str]:
             "GlobalAveragePooling2D(keepdims=True), Reshape((-1,)), Dense softmax")
 
 
-# name -> (seed, builder, training samples, epochs)
+def _depthwise_multiplier(keras: Any) -> tuple[Any, list[int], str]:
+    L = keras.layers
+    model = keras.Sequential([
+        keras.Input((16, 16, 3)),
+        L.Conv2D(4, 3, padding="same", activation="relu"),
+        L.DepthwiseConv2D(3, depth_multiplier=2, padding="same", activation="relu6"),
+        L.DepthwiseConv2D(3, depth_multiplier=2, strides=2, padding="same", use_bias=False),
+        L.BatchNormalization(),
+        L.ReLU(),
+        L.GlobalAveragePooling2D(),
+        L.Dense(NUM_CLASSES, activation="softmax"),
+    ], name="depthwise_multiplier")
+    return (model, [1, 16, 16, 3],
+            "DepthwiseConv2D depth_multiplier=2 with activation='relu6' (kernel FakeQuant per "
+            "channel along the multiplier axis: 2 ranges), strided DepthwiseConv2D "
+            "depth_multiplier=2 + BatchNormalization + ReLU, GlobalAveragePooling2D, Dense softmax")
+
+
+# name -> (seed, builder, batch size, training steps). See "Training" in the module
+# docstring for why the step counts are in the hundreds to thousands.
 _BUILDERS: dict[str, tuple[int, Callable[[Any], tuple[Any, list[int], str]], int, int]] = {
-    "mobilenet_v2": (201, _mobilenet_v2, 128, 2),
-    "mobilenet_v1": (202, _mobilenet_v1, 128, 2),
-    "resnet_small": (203, _resnet_small, 128, 2),
-    "mlp": (204, _mlp, 256, 3),
-    "lenet": (205, _lenet, 256, 3),
-    "conv_bn_gap_head": (206, _conv_bn_gap_head, 256, 3),
-    "extras": (207, _extras, 256, 3),
+    "mobilenet_v2": (201, _mobilenet_v2, 4, 256),
+    "mobilenet_v1": (202, _mobilenet_v1, 8, 512),
+    "resnet_small": (203, _resnet_small, 4, 1024),
+    "mlp": (204, _mlp, 8, 3072),
+    "lenet": (205, _lenet, 8, 2048),
+    "conv_bn_gap_head": (206, _conv_bn_gap_head, 8, 2048),
+    "extras": (207, _extras, 8, 2048),
+    "depthwise_multiplier": (208, _depthwise_multiplier, 8, 2048),
 }
 
 TFMOT_MODEL_NAMES: list[str] = list(_BUILDERS)
 
-_BATCH = 32
+# Training set size (samples); an epoch is _N_SAMPLES / batch steps, run as one
+# graph execution (steps_per_execution) to keep Python overhead out of it.
+_N_SAMPLES = 256
 
 
 # ---------------------------------------------------------------------------
@@ -224,20 +246,22 @@ def _build_in_process(name: str) -> tuple[bytes, dict[str, Any]]:
         convert_variables_to_constants_v2,
     )
 
-    seed, fn, n_samples, epochs = _BUILDERS[name]
+    seed, fn, batch, steps = _BUILDERS[name]
     t0 = time.perf_counter()
     keras.backend.clear_session()
     keras.utils.set_random_seed(seed)  # Python, NumPy and TF seeds
     tf.config.experimental.enable_op_determinism()
     model, shape, description = fn(keras)
     q = tfmot.quantization.keras.quantize_model(model)
+    steps_per_epoch = _N_SAMPLES // batch
     q.compile(
         optimizer=keras.optimizers.Adam(1e-3),
         loss=keras.losses.SparseCategoricalCrossentropy(),
-        metrics=[],
+        steps_per_execution=steps_per_epoch,
     )
-    x, y = _training_data(seed + 10_000, n_samples, shape)
-    q.fit(x, y, batch_size=_BATCH, epochs=epochs, shuffle=False, verbose=0)
+    x, y = _training_data(seed + 10_000, _N_SAMPLES, shape)
+    epochs = -(-steps // steps_per_epoch)
+    q.fit(x, y, batch_size=batch, epochs=epochs, shuffle=False, verbose=0)
     t_train = time.perf_counter() - t0
 
     fn_graph = tf.function(lambda inp: q(inp, training=False))
@@ -255,6 +279,8 @@ def _build_in_process(name: str) -> tuple[bytes, dict[str, Any]]:
         "description": description,
         "ops": sorted({n.op for n in gd.node}),
         "train_seconds": round(t_train, 2),
+        "train_steps": epochs * steps_per_epoch,
+        "batch_size": batch,
         "build_seconds": round(time.perf_counter() - t0, 2),
         "versions": _versions(),
     }
@@ -284,8 +310,22 @@ def cache_dir() -> Path:
     return Path(root) / "tfmot"
 
 
+def _recipe_source(name: str) -> str:
+    """Everything a model's bytes depend on in this file: its builder entry and the recipe code."""
+    import inspect
+
+    seed, fn, batch, steps = _BUILDERS[name]
+    parts = [repr((seed, batch, steps, _N_SAMPLES, INPUT_NAME, INPUT_RANGE, BUILD_ENV))]
+    parts += [inspect.getsource(f) for f in (fn, _training_data, _build_in_process)]
+    return "\n".join(parts)
+
+
 def _cache_key(name: str) -> str:
-    blob = json.dumps({"v": CORPUS_VERSION, "name": name, **_versions()}, sort_keys=True)
+    """Cache file stem: name, CORPUS_VERSION and a hash of the package versions and the recipe."""
+    blob = json.dumps(
+        {"v": CORPUS_VERSION, "name": name, "recipe": _recipe_source(name), **_versions()},
+        sort_keys=True,
+    )
     return f"{name}-v{CORPUS_VERSION}-{hashlib.sha256(blob.encode()).hexdigest()[:12]}"
 
 

@@ -78,7 +78,7 @@ CONST_ONLY = {"StridedSlice", "Pack", "Prod", "Sum", "Max", "Min", "Cast", "Floo
 def evaluate(node: Any, values: Sequence[np.ndarray]) -> np.ndarray:
     try:
         with np.errstate(all="ignore"):
-            return np.ascontiguousarray(CONST_EVAL[node.op](node, values))
+            return np.array(CONST_EVAL[node.op](node, values), copy=True, order="C")
     except ConversionError:
         raise
     except (ValueError, IndexError, TypeError, ZeroDivisionError) as exc:

@@ -32,7 +32,7 @@ def fold_constants(graph: Graph) -> Graph:
             value = value.reshape(out.shape)
         if value.dtype == np.float64:
             value = value.astype(np.float32)
-        out.data = np.ascontiguousarray(value)
+        out.data = np.array(value, copy=True, order="C")
         out.dtype = value.dtype.name
         dead.append(node)
     graph.remove_nodes(dead)

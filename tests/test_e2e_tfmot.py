@@ -1,0 +1,72 @@
+"""tensorflow-model-optimization QAT models (tests/tfmot_corpus.py) against TensorFlow's converter.
+
+Each model is a tf_keras architecture wrapped with ``tfmot.quantization.keras.quantize_model``,
+trained a few steps on random data from fixed seeds and frozen with
+``convert_variables_to_constants_v2``. qconvert converts it with no flag but the input range
+(inputs and outputs are auto-detected); TensorFlow's converter gets the same graph. Both run
+in LiteRT's reference kernels: identical I/O quantization and bit-identical int8 outputs.
+Also: no float op in ours, and no QUANTIZE/DEQUANTIZE that TF's output lacks.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("tensorflow", reason="TensorFlow is the oracle for the end-to-end tests")
+pytest.importorskip("tf_keras", reason="tf-keras builds the QAT models")
+pytest.importorskip("tensorflow_model_optimization", reason="tfmot builds the QAT models")
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import oracle  # noqa: E402
+import tfmot_corpus  # noqa: E402
+
+from qconvert.api import convert  # noqa: E402
+from qconvert.schema.reader import read_model  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def pairs() -> dict[str, tuple[bytes, bytes]]:
+    out = {}
+    for m in tfmot_corpus.build_tfmot_corpus():
+        (rng,) = m.input_ranges.values()
+        ours = convert(m.graph_def, {None: rng})  # inputs and outputs auto-detected
+        out[m.name] = (ours, oracle.tf_convert(m))
+    return out
+
+
+def _ops(flat: bytes) -> Counter:
+    return Counter(op.builtin for sg in read_model(flat).subgraphs for op in sg.operators)
+
+
+@pytest.mark.parametrize("name", tfmot_corpus.TFMOT_MODEL_NAMES)
+def test_tfmot_model_matches_tensorflow(name: str, pairs) -> None:
+    ours, theirs = pairs[name]
+    oracle.compare_models(ours, theirs, n_inputs=16, seed=3)
+
+
+@pytest.mark.parametrize("name", tfmot_corpus.TFMOT_MODEL_NAMES)
+def test_tfmot_model_is_fully_int8_without_extra_requantizes(name: str, pairs) -> None:
+    ours, theirs = pairs[name]
+    assert oracle.float_tensors(ours) == []
+    o, t = _ops(ours), _ops(theirs)
+    assert o["DEQUANTIZE"] == 0
+    assert o["QUANTIZE"] <= t["QUANTIZE"], f"ours has {o['QUANTIZE']} QUANTIZE ops, TF {t['QUANTIZE']}"
+
+
+def test_cli_needs_only_the_range(tmp_path: Path) -> None:
+    m = tfmot_corpus.build_tfmot_model(tfmot_corpus.TFMOT_MODEL_NAMES[0])
+    pb = tmp_path / "frozen.pb"
+    pb.write_bytes(m.graph_def)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run([sys.executable, "-m", "qconvert", str(pb), "--inputs-range=-1,1"],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "frozen.tflite").is_file()
