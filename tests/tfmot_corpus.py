@@ -1,26 +1,36 @@
 """QAT graphs made the way real users make them: Keras 2 + tensorflow-model-optimization.
 
 Each model is a ``tf_keras`` model wrapped by ``tfmot.quantization.keras.quantize_model``,
-trained for a few epochs on random data (fixed seeds) so that the FakeQuant ranges
-are realistic, then frozen with ``convert_variables_to_constants_v2`` on
-``tf.function(lambda x: q(x, training=False))`` (input placeholder "input", batch 1)
-and serialized with ``SerializeToString(deterministic=True)``.
+trained on random data (fixed seeds) so that the FakeQuant ranges are realistic,
+then frozen with ``convert_variables_to_constants_v2`` on
+``tf.function(lambda x: q(x, training=False))`` (placeholder "input", batch 1; the
+output node is "Identity") and serialized with ``SerializeToString(deterministic=True)``.
 
 Training data: "images" with 256 grey levels scaled to [-1, 1]
 (``k / 127.5 - 1`` for k in 0..255), so the input quantizer (tfmot's
 AllValuesQuantizer: running min/max over everything it saw) learns exactly
 [-1, 1], the range every model gets on the command line. Labels are random
-classes 0..9.
+classes 0..9; Adam(1e-3), sparse categorical cross-entropy, no shuffling.
+
+Training length: tfmot's activation quantizers (MovingAverageQuantizer) start at
+[-6, 6] and follow the batch min/max with a hard-coded EMA decay of 0.999, so after
+a "few steps" (24) every activation range is still about [-5.9, 5.9], even after a
+ReLU. The models are therefore trained for 256 to 3072 steps with small batches
+(``_BUILDERS``): ranges then move to [-6 * 0.999**steps, max] (e.g. [-0.77, 3.0] after
+2048 steps; every ReLU output's min is that same negative number, as in real tfmot
+models) and differ from layer to layer. The MobileNets get fewer steps (cost), so
+their ranges stay nearer [-6, 6].
 
 Building needs TensorFlow, tf-keras and tensorflow-model-optimization and takes
-seconds to a minute per model, so every model is built in a fresh subprocess
-(``TF_USE_LEGACY_KERAS=1`` and the other environment variables below must be set
-before TensorFlow is imported, and a test session may have imported it already)
-and cached on disk, keyed by model name, ``CORPUS_VERSION`` and the versions of
-the three packages: ``$QCONVERT_CACHE/tfmot/`` or ``~/.cache/qconvert-tests/tfmot/``.
-Within a run the cache is the source of truth; building twice on the same machine
-gives identical GraphDef bytes (checked by ``tests/test_tfmot_corpus.py`` on a
-small model and by ``python tests/tfmot_corpus.py --check-determinism``).
+5 s to 80 s per model on 2 cores (about 4 minutes for all), so every model is
+built in a fresh subprocess (``BUILD_ENV`` must be set before TensorFlow is
+imported, and a test session may have imported it already) and cached on disk:
+``$QCONVERT_CACHE/tfmot/`` or ``~/.cache/qconvert-tests/tfmot/``, keyed by name,
+``CORPUS_VERSION``, the versions of the three packages and a hash of the model's
+recipe (its builder entry and source, ``_training_data``, ``_build_in_process``).
+Within a run the cache is the source of truth. Building twice on the same machine
+gives identical GraphDef bytes (``tests/test_tfmot_corpus.py`` checks two small
+models; ``python tests/tfmot_corpus.py --check-determinism`` checks all).
 
 API mirrors ``tests/corpus.py``: ``TFMOT_MODEL_NAMES``, ``build_tfmot_model(name)``,
 ``build_tfmot_corpus()``; models are ``corpus.CorpusModel``.
@@ -38,9 +48,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -112,8 +123,8 @@ def _resnet_small(keras: Any) -> tuple[Any, list[int], str]:
     x = L.Dense(NUM_CLASSES)(x)
     out = L.Softmax()(x)
     return (keras.Model(inp, out, name="resnet_small"), [1, 32, 32, 3],
-            "ResNet-style: conv-BN-ReLU, 4 residual blocks (identity and strided 1x1 projection "
-            "shortcuts, Add, ReLU), GlobalAveragePooling2D, Dense, Softmax layer")
+            ("ResNet-style: conv-BN-ReLU, 4 residual blocks (identity and strided 1x1 projection "
+            "shortcuts, Add, ReLU), GlobalAveragePooling2D, Dense, Softmax layer"))
 
 
 def _mlp(keras: Any) -> tuple[Any, list[int], str]:
@@ -140,8 +151,8 @@ def _lenet(keras: Any) -> tuple[Any, list[int], str]:
         L.Dense(NUM_CLASSES, activation="softmax"),
     ], name="lenet")
     return (model, [1, 28, 28, 1],
-            "LeNet on 28x28x1: Conv(5x5, relu)-MaxPool-Conv(5x5, relu)-MaxPool-Flatten-"
-            "Dense(relu)-Dense(softmax)")
+            ("LeNet on 28x28x1: Conv(5x5, relu)-MaxPool-Conv(5x5, relu)-MaxPool-Flatten-"
+            "Dense(relu)-Dense(softmax)"))
 
 
 def _conv_bn_gap_head(keras: Any) -> tuple[Any, list[int], str]:
@@ -156,7 +167,7 @@ def _conv_bn_gap_head(keras: Any) -> tuple[Any, list[int], str]:
         L.Softmax(),
     ], name="conv_bn_gap_head")
     return (model, [1, 16, 16, 3],
-            "Conv2D(bias)-BatchNormalization-ReLU-GlobalAveragePooling2D-Dense-Softmax")
+            ("Conv2D(bias)-BatchNormalization-ReLU-GlobalAveragePooling2D-Dense-Softmax"))
 
 
 def _extras(keras: Any) -> tuple[Any, list[int], str]:
@@ -165,6 +176,10 @@ def _extras(keras: Any) -> tuple[Any, list[int], str]:
         keras.Input((24, 24, 3)),
         L.Conv2D(8, 3, strides=2, padding="same", activation="relu"),  # strided conv
         L.Conv2D(8, 3, dilation_rate=2, padding="same", activation="relu"),  # dilated conv
+        # tfmot's LayerReLUQuantize transform gives a Conv2D/DepthwiseConv2D/Dense that
+        # a ReLU *layer* follows a NoOpQuantizeConfig: its kernel gets NO FakeQuant (and
+        # its output none either; the ReLU's output has one). TF's converter then
+        # quantizes those kernels itself (per channel, symmetric, [-127, 127]).
         L.DepthwiseConv2D(3, depth_multiplier=2, padding="same"),  # depth_multiplier 2
         L.ReLU(6.0),
         L.ZeroPadding2D(((1, 2), (0, 1))),  # asymmetric padding, then a VALID conv
@@ -175,9 +190,11 @@ def _extras(keras: Any) -> tuple[Any, list[int], str]:
         L.Dense(NUM_CLASSES, activation="softmax"),
     ], name="extras")
     return (model, [1, 24, 24, 3],
-            "strided conv, dilated conv (dilation_rate=2), DepthwiseConv2D depth_multiplier=2, "
-            "ReLU(6.0) layer, ZeroPadding2D((1,2),(0,1)) + VALID conv, "
-            "GlobalAveragePooling2D(keepdims=True), Reshape((-1,)), Dense softmax")
+            ("strided conv, dilated conv (dilation_rate=2: SpaceToBatchND/Conv2D/BatchToSpaceND), "
+            "DepthwiseConv2D depth_multiplier=2 + ReLU(6.0) layer, ZeroPadding2D((1,2),(0,1)) + "
+            "VALID conv + ReLU(6.0) layer (both kernels WITHOUT FakeQuant: tfmot's "
+            "LayerReLUQuantize), GlobalAveragePooling2D(keepdims=True), Reshape((-1,)) "
+            "(Shape/StridedSlice/Pack), Dense softmax"))
 
 
 def _depthwise_multiplier(keras: Any) -> tuple[Any, list[int], str]:
@@ -185,17 +202,20 @@ def _depthwise_multiplier(keras: Any) -> tuple[Any, list[int], str]:
     model = keras.Sequential([
         keras.Input((16, 16, 3)),
         L.Conv2D(4, 3, padding="same", activation="relu"),
-        L.DepthwiseConv2D(3, depth_multiplier=2, padding="same", activation="relu6"),
+        # activation="relu6" would be refused by tfmot ("Only some Keras activations under
+        # `keras.activations` are supported"), so relu here and ReLU(6.0) after the BN
+        L.DepthwiseConv2D(3, depth_multiplier=2, padding="same", activation="relu"),
         L.DepthwiseConv2D(3, depth_multiplier=2, strides=2, padding="same", use_bias=False),
         L.BatchNormalization(),
-        L.ReLU(),
+        L.ReLU(6.0),
         L.GlobalAveragePooling2D(),
         L.Dense(NUM_CLASSES, activation="softmax"),
     ], name="depthwise_multiplier")
     return (model, [1, 16, 16, 3],
-            "DepthwiseConv2D depth_multiplier=2 with activation='relu6' (kernel FakeQuant per "
+            ("DepthwiseConv2D depth_multiplier=2 with activation='relu' (kernel FakeQuant per "
             "channel along the multiplier axis: 2 ranges), strided DepthwiseConv2D "
-            "depth_multiplier=2 + BatchNormalization + ReLU, GlobalAveragePooling2D, Dense softmax")
+            "depth_multiplier=2 + BatchNormalization + ReLU(6.0), GlobalAveragePooling2D, "
+            "Dense softmax"))
 
 
 # name -> (seed, builder, batch size, training steps). See "Training" in the module
@@ -240,8 +260,8 @@ def _build_in_process(name: str) -> tuple[bytes, dict[str, Any]]:
     for k, v in BUILD_ENV.items():
         os.environ.setdefault(k, v)
     import tensorflow as tf
-    import tf_keras as keras
     import tensorflow_model_optimization as tfmot
+    import tf_keras as keras
     from tensorflow.python.framework.convert_to_constants import (
         convert_variables_to_constants_v2,
     )
@@ -292,7 +312,7 @@ def _build_in_process(name: str) -> tuple[bytes, dict[str, Any]]:
 # ---------------------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _versions() -> dict[str, str]:
     out = {}
     for dist in ("tensorflow", "tf_keras", "tensorflow-model-optimization"):
@@ -343,7 +363,7 @@ def build_in_subprocess(name: str, out_dir: Path, timeout: float = 1800) -> tupl
     env = dict(os.environ, **BUILD_ENV)
     proc = subprocess.run(
         [sys.executable, os.path.abspath(__file__), "--build-one", name, "--out-dir", str(out_dir)],
-        capture_output=True, text=True, env=env, timeout=timeout,
+        check=False, capture_output=True, text=True, env=env, timeout=timeout,
     )
     if proc.returncode != 0:
         raise RuntimeError(
@@ -374,7 +394,7 @@ def load_meta(name: str) -> dict[str, Any]:
     return json.loads((cache_dir() / f"{_cache_key(name)}.json").read_text())
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def build_tfmot_model(name: str) -> CorpusModel:
     """One tfmot QAT model: from the disk cache, else built in a subprocess and cached."""
     if name not in _BUILDERS:
