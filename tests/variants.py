@@ -193,8 +193,8 @@ BIT_EXACT = [
 ]
 # TensorFlow converts these "successfully" with float ops left in; qconvert refuses, naming the tensor.
 TF_LEAVES_FLOAT = {"v_add_const": "'Relu'", "v_max_min_general": "'Maximum_1'", "v_tanh_sig_out": "'mul'"}
-# Back-to-back FakeQuants: qconvert requantizes to the second range; TF keeps the first range but
-# scales the next bias by the second (README, "Where qconvert deliberately differs").
+# Back-to-back FakeQuants: TF keeps the first range for the tensor and uses the second only for the
+# next op's bias; we match it bit for bit and print a note (README, "Two FakeQuants in a row").
 DOUBLE_FAKE_QUANT = ["v_double_fq", "v_double_fq_input", "v_double_fq_concat", "v_double_fq_branch"]
 
 

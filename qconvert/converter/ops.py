@@ -76,6 +76,8 @@ TFL_OPS: dict[str, TflOp] = {
     "DEQUANTIZE": TflOp(Rule.QUANT, 2),
     "FAKE_QUANT": TflOp(Rule.QUANT, 1),
     "TRANSPOSE": TflOp(Rule.SAME_SCALE, 2, float_inputs=(0,)),
+    "SPACE_TO_BATCH_ND": TflOp(Rule.SAME_SCALE, 2, float_inputs=(0,)),
+    "BATCH_TO_SPACE_ND": TflOp(Rule.SAME_SCALE, 2, float_inputs=(0,)),
 }
 
 ACTIVATIONS = {"RELU": "RELU", "RELU6": "RELU6", "RELU_N1_TO_1": "RELU_N1_TO_1"}
@@ -267,6 +269,31 @@ def shape_pad(node: Any, s: list[Shape], c: list[Any]) -> Shape:
     return tuple(int(d + p[0] + p[1]) for d, p in zip(s[0], pads))
 
 
+def _block_args(node: Any, c: list[Any], what: str) -> tuple[list[int], np.ndarray]:
+    block = [int(v) for v in _const_input(node, c, 1, "block shape").reshape(-1)]
+    pads = _const_input(node, c, 2, what).astype(np.int64).reshape(-1, 2)
+    if len(block) != 2 or pads.shape != (2, 2) or min(block) < 1 or (pads < 0).any():
+        raise ConversionError(f"node '{node.name}' ({node.op}): only 2-D spatial blocks are supported")
+    return block, pads
+
+
+def shape_space_to_batch(node: Any, s: list[Shape], c: list[Any]) -> Shape:
+    block, pads = _block_args(node, c, "paddings")
+    n, h, w, ch = s[0]
+    hp, wp = h + pads[0].sum(), w + pads[1].sum()
+    if hp % block[0] or wp % block[1]:
+        raise ConversionError(f"node '{node.name}' (SpaceToBatchND): padded size is not a multiple of the block")
+    return (n * block[0] * block[1], int(hp // block[0]), int(wp // block[1]), ch)
+
+
+def shape_batch_to_space(node: Any, s: list[Shape], c: list[Any]) -> Shape:
+    block, crops = _block_args(node, c, "crops")
+    n, h, w, ch = s[0]
+    if n % (block[0] * block[1]):
+        raise ConversionError(f"node '{node.name}' (BatchToSpaceND): batch is not a multiple of the block")
+    return (n // (block[0] * block[1]), int(h * block[0] - crops[0].sum()), int(w * block[1] - crops[1].sum()), ch)
+
+
 def shape_transpose(node: Any, s: list[Shape], c: list[Any]) -> Shape:
     perm = _const_input(node, c, 1, "permutation").astype(np.int64).tolist()
     return tuple(s[0][p] for p in perm)
@@ -351,6 +378,8 @@ TF_OPS: dict[str, TfOp] = {
     "Mean": TfOp("MEAN", shape_mean),
     "Reshape": TfOp("RESHAPE", shape_reshape),
     "Transpose": TfOp("TRANSPOSE", shape_transpose),
+    "SpaceToBatchND": TfOp("SPACE_TO_BATCH_ND", shape_space_to_batch),
+    "BatchToSpaceND": TfOp("BATCH_TO_SPACE_ND", shape_batch_to_space),
     "Squeeze": TfOp("SQUEEZE", shape_squeeze),
     "ConcatV2": TfOp("CONCATENATION", shape_concat),
     "Pad": TfOp("PAD", shape_pad),

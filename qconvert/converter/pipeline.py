@@ -35,7 +35,8 @@ class InvariantError(ConversionError):
 
 def stages(options: Options) -> list[tuple[str, list[Pass]]]:
     from qconvert.legalize.clamps import legalize_clamps
-    from qconvert.legalize.fake_quant import legalize_fake_quant
+    from qconvert.legalize.dilated_conv import fold_dilated_conv
+    from qconvert.legalize.fake_quant import legalize_fake_quant, move_reshape_above_fake_quant
     from qconvert.legalize.input_ranges import set_input_ranges
     from qconvert.legalize.tf_ops import legalize_ops
     from qconvert.prepare.check import check_quantizable
@@ -45,22 +46,27 @@ def stages(options: Options) -> list[tuple[str, list[Pass]]]:
     from qconvert.prepare.hoist_layout import hoist_layout
     from qconvert.prepare.identity_arith import remove_identity_arith
     from qconvert.prepare.propagate import propagate_quant_params
+    from qconvert.quantize_pass.back_to_back import drop_back_to_back_fake_quant
     from qconvert.quantize_pass.constants import quantize_constants
     from qconvert.quantize_pass.finalize import assign_versions, check_int8, requant_metadata, tidy_names
     from qconvert.quantize_pass.fold_ops import fold_quantized_ops, fold_requantize
     from qconvert.quantize_pass.io import quantize_io
 
+    def move_reshapes(graph: Graph) -> Graph:
+        move_reshape_above_fake_quant(graph)
+        return graph
+
     set_ranges = partial(set_input_ranges, ranges=options.input_ranges)
     set_ranges.__name__ = "set_input_ranges"  # type: ignore[attr-defined]
     return [
-        ("inputs", [set_ranges]),
-        ("legalize", [legalize_fake_quant, legalize_clamps, legalize_ops]),
+        ("inputs", [move_reshapes, set_ranges]),
+        ("legalize", [fold_dilated_conv, legalize_fake_quant, legalize_clamps, legalize_ops]),
         ("fold", [fold_constants, hoist_layout, fold_constants, drop_fake_quant, remove_identity_arith]),
         ("prepare", [fuse_bias_add, fold_mul_into_weights, fuse_bias_add, fuse_activation,
                      propagate_quant_params, check_quantizable]),
         (
             "quantize",
-            [quantize_constants, fold_quantized_ops, fold_requantize, fuse_quantized_activation, quantize_io,
+            [drop_back_to_back_fake_quant, quantize_constants, fold_quantized_ops, fold_requantize, fuse_quantized_activation, quantize_io,
              _rename_io, tidy_names, check_int8, assign_versions, requant_metadata],
         ),
     ]

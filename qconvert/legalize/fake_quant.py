@@ -45,6 +45,33 @@ def _range_of(graph: Graph, node) -> tuple[float, float] | None:
     return None
 
 
+def move_reshape_above_fake_quant(graph: Graph) -> None:
+    """``FakeQuant(x) ──▶ Reshape`` ⇒ ``Reshape(x) ──▶ FakeQuant`` when the FakeQuant has no other
+    reader, as TensorFlow's converter rewrites it before quantizing. On a graph input this
+    matters: the input is then no longer followed by a FakeQuant, so ``--inputs-range`` sets
+    its parameters and a requantize to the FakeQuant's range follows the Reshape."""
+    for fq in graph.topological_order():
+        if fq.op not in ("FakeQuantWithMinMaxVars", "FakeQuantWithMinMaxArgs"):
+            continue
+        readers = graph.consumers(fq.outputs[0])
+        if len(readers) != 1 or readers[0].op != "Reshape" or fq.outputs[0] in graph.outputs:
+            continue
+        reshape = readers[0]
+        if reshape.inputs[0] != fq.outputs[0]:
+            continue
+        x, fq_out, r_out = fq.inputs[0], fq.outputs[0], reshape.outputs[0]
+        later = list(graph.consumers(r_out))
+        reshape.inputs[0] = x
+        fq.inputs[0] = r_out
+        graph.tensors[fq_out].shape = graph.tensors[r_out].shape
+        for r in later:
+            r.inputs = [fq_out if i == r_out else i for i in r.inputs]
+        graph.outputs = [fq_out if o == r_out else o for o in graph.outputs]
+        graph.nodes.remove(fq)
+        graph.nodes.insert(graph.nodes.index(reshape) + 1, fq)
+        graph.touch()
+
+
 def concat_union_ranges(graph: Graph) -> None:
     """A ConcatV2 of FakeQuant outputs with no FakeQuant after it gets one over the
     union of its inputs' ranges, as TensorFlow's converter does (measured on TF 2.21)."""

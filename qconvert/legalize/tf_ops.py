@@ -187,7 +187,19 @@ def fused_batch_norm(graph: Graph, node: Node) -> None:
     node.op = "ADD"
 
 
+def _block_op(op: str) -> Rewrite:
+    def rewrite(graph: Graph, node: Node) -> None:
+        _int32_const(graph, node, 1)
+        _int32_const(graph, node, 2)
+        node.attrs = {}
+        node.op = op
+
+    return rewrite
+
+
 REWRITES: dict[str, Rewrite] = {
+    "SpaceToBatchND": _block_op("SPACE_TO_BATCH_ND"),
+    "BatchToSpaceND": _block_op("BATCH_TO_SPACE_ND"),
     "FusedBatchNorm": fused_batch_norm,
     "FusedBatchNormV2": fused_batch_norm,
     "FusedBatchNormV3": fused_batch_norm,

@@ -13,11 +13,13 @@ the two ops (a Q/DQ pair) blocks the fusion, since the range in between matters.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from qconvert.converter.ir import Graph, Node
 from qconvert.converter.ops import ACTIVATIONS, TFL_OPS, Rule
-from qconvert.converter.qdq import dequantized_from
+from qconvert.converter.qdq import dequantized_from, insert_qdq_on_edge
 
 
 def _sole_reader(graph: Graph, node: Node) -> Node | None:
@@ -28,23 +30,15 @@ def _sole_reader(graph: Graph, node: Node) -> Node | None:
     return readers[0]
 
 
-def _weight_source(graph: Graph, name: str):
-    """The float constant behind a weight operand: itself, or the input of its Q → DQ pair."""
-    if graph.is_const(name):
-        return name
-    pair = dequantized_from(graph, name)
-    if pair is not None and graph.is_const(pair[0].inputs[0]):
-        return pair[0].inputs[0]
-    return None
-
-
 def fold_mul_into_weights(graph: Graph) -> Graph:
     """``op(x, w, b) ──▶ MUL(·, m)`` ⇒ ``op(x, w·m, b·m)`` for a per-channel (or scalar) constant m.
 
-    This is how a BatchNorm after a convolution ends up in its weights. A weight that
-    had a FakeQuant is folded as its fake-quantized float values, and its int8
-    parameters are then derived again from the folded values (symmetric, per channel
-    where the op allows), which is what TensorFlow's converter does.
+    This is how a BatchNorm after a convolution ends up in its weights. A weight with
+    a FakeQuant keeps its integer grid: its float values are multiplied by m and its
+    scales by |m| per output channel, which is what TensorFlow's converter writes
+    (measured: the int8 weights equal the FakeQuant's integers; scales agree with
+    scale·|m| to within the 1-3 ulps of TF's approximate rsqrt). A weight without a
+    FakeQuant is just multiplied; it gets parameters from its values later.
     """
     dead = []
     for node in graph:
@@ -56,19 +50,34 @@ def fold_mul_into_weights(graph: Graph) -> Graph:
             continue
         other = mul.inputs[1] if mul.inputs[0] == node.outputs[0] else mul.inputs[0]
         m = graph.const(other)
-        w_src = _weight_source(graph, node.inputs[1])
         bias = graph.const(node.inputs[2])
         channels = graph.tensors[node.inputs[2]].shape[0]
-        if m is None or m.dtype != np.float32 or w_src is None or bias is None:
+        if m is None or m.dtype != np.float32 or bias is None:
             continue
         if m.size not in (1, channels) or (m.ndim > 0 and m.shape[-1] != m.size):
             continue
         m = np.broadcast_to(m.reshape(-1), (channels,)).astype(np.float32)
-        w = graph.const(w_src).astype(np.float32)
         axis = 0 if row.weight_axis is None else row.weight_axis
+        pair = dequantized_from(graph, node.inputs[1])
+        source = pair[0].inputs[0] if pair is not None else node.inputs[1]
+        w = graph.const(source)
+        if w is None:
+            continue
+        params = graph.tensors[pair[0].outputs[0]].quant if pair is not None else None
+        if params is not None and row.weight_axis is None and m.size > 1 and len(set(m.tolist())) > 1:
+            params = None  # per-tensor weights cannot carry per-channel factors: re-derive from values
         shape = [1] * w.ndim
         shape[axis] = channels
-        node.inputs[1] = graph.add_const(f"{w_src}/folded", w * m.reshape(shape))
+        folded = graph.add_const(f"{source}/folded", (w.astype(np.float32) * m.reshape(shape)).astype(np.float32))
+        node.inputs[1] = folded
+        if params is not None:
+            scales = np.broadcast_to(np.asarray(params.scale, np.float64), (channels,))
+            zps = np.broadcast_to(np.asarray(params.zero_point, np.int64), (channels,))
+            new = replace(params, scale=tuple((scales * np.abs(m.astype(np.float64))).tolist()),
+                          zero_point=tuple(int(z) for z in zps), axis=axis if row.weight_axis is not None else None)
+            if new.axis is None:
+                new = replace(new, scale=new.scale[:1], zero_point=new.zero_point[:1])
+            insert_qdq_on_edge(graph, node, 1, new, "weight")
         node.inputs[2] = graph.add_const(f"{node.name}/bias", (bias * m).astype(np.float32))
         node.outputs = list(mul.outputs)
         dead.append(mul)

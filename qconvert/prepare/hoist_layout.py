@@ -6,7 +6,7 @@
 A FakeQuant on a Conv2D kernel quantizes along the last HWIO axis (O); after the
 HWIO→OHWI transpose that axis is 0, which is where TFLite wants it. Depthwise
 kernels [H,W,C,M] become [1,H,W,C·M]: per-tensor parameters carry over, and a
-per-channel FakeQuant maps only when one of C and M is 1.
+per-channel FakeQuant along M (what tfmot writes) is repeated for each C.
 """
 
 from __future__ import annotations
@@ -31,6 +31,11 @@ def _moved_axis(op: str, arg: np.ndarray, old_shape: tuple[int, ...], new_shape:
     # RESHAPE: the quantized axis must survive as the last axis with the same size and inner layout.
     if params.axis == len(old_shape) - 1 and new_shape[-1] == old_shape[-1]:
         return replace(params, axis=len(new_shape) - 1)
+    # Depthwise [H,W,C,M] -> [1,H,W,C*M] with parameters along M: channel c*M+m uses m's.
+    if params.axis == len(old_shape) - 1 and len(old_shape) >= 2 and new_shape[-1] == old_shape[-2] * old_shape[-1]:
+        reps = old_shape[-2]
+        return replace(params, axis=len(new_shape) - 1, scale=params.scale * reps,
+                       zero_point=params.zero_point * reps)
     raise ConversionError(
         f"{where}: a per-channel FakeQuant along axis {params.axis} of {list(old_shape)} cannot follow the "
         f"reshape to {list(new_shape)}; quantize depthwise kernels per tensor or along C·M"

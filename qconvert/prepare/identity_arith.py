@@ -1,6 +1,7 @@
 """Stage 3d: arithmetic that changes nothing is removed, as TensorFlow's canonicalizer does.
 
     x * 1,  1 * x,  x + 0,  0 + x,  x - 0        ⇒        x
+    MEAN(x) over axes of size 1, keep_dims        ⇒        x
 
 only for scalar (or all-equal) constants whose broadcast leaves x's shape as it is.
 """
@@ -17,6 +18,11 @@ _NEUTRAL = {"MUL": (1.0, (0, 1)), "ADD": (0.0, (0, 1)), "SUB": (0.0, (1,))}
 def remove_identity_arith(graph: Graph) -> Graph:
     dead = []
     for node in graph:
+        if node.op == "MEAN" and graph.tensors[node.inputs[0]].shape == graph.tensors[node.outputs[0]].shape:
+            # A mean over axes of size 1 with keep_dims (a global pool over a 1x1 map).
+            graph.replace_all_uses(node.outputs[0], node.inputs[0])
+            dead.append(node)
+            continue
         rule = _NEUTRAL.get(node.op)
         if rule is None or node.attrs.get("fused_activation_function", "NONE") != "NONE":
             continue
