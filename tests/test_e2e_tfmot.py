@@ -46,10 +46,20 @@ def _ops(flat: bytes) -> Counter:
     return Counter(op.builtin for sg in read_model(flat).subgraphs for op in sg.operators)
 
 
+# Known, measured exceptions to bit-exactness. TensorFlow folds a BatchNorm into the weight
+# scales with its CPU kernel's rsqrt, an approximation refined by one Newton step (Eigen on
+# AVX-512 here), which lands 1-3 ulps away from the correctly rounded value we use; over 27
+# conv/BN layers at 32x32 those scale differences flip a few roundings (6 of 160 outputs,
+# at most 2 LSB, on TF 2.21 on these machines). The other models are bit-exact.
+TOLERANCE_LSB = {"mobilenet_v1": 2}
+
+
 @pytest.mark.parametrize("name", tfmot_corpus.TFMOT_MODEL_NAMES)
 def test_tfmot_model_matches_tensorflow(name: str, pairs) -> None:
     ours, theirs = pairs[name]
-    oracle.compare_models(ours, theirs, n_inputs=16, seed=3)
+    report = oracle.compare_models(ours, theirs, n_inputs=16, seed=3, max_lsb=TOLERANCE_LSB.get(name, 0))
+    if name not in TOLERANCE_LSB:
+        assert report.max_abs_diff == 0
 
 
 @pytest.mark.parametrize("name", tfmot_corpus.TFMOT_MODEL_NAMES)

@@ -340,3 +340,67 @@ def test_work_list_runs_last_op_first():
     propagate_quant_params(g)
     concat = next(n for n in g.nodes if n.op == "CONCATENATION")
     assert [params_in(g, i)[0] for i in concat.inputs] == [per_tensor(0.03, -128)] * 2
+
+
+def test_batch_norm_fold_keeps_the_weight_grid_and_scales_by_abs_multiplier():
+    from qconvert.prepare.fuse import fold_mul_into_weights
+
+    g = graph_with_input((1, 1, 1, 2))
+    insert_qdq_after(g, "x", per_tensor(0.1, 0), "input_range")
+    w = const(g, "w", np.array([[[[0.5]]], [[[-0.25]]]], np.float32))  # OHWI, 2 channels
+    from qconvert.converter.ir import QuantParams
+
+    insert_qdq_after(g, w, QuantParams((0.5 / 127, 0.5 / 127), (0, 0), axis=0, qmin=-127), "fake_quant")
+    b = const(g, "b", np.array([1.0, 2.0], np.float32))
+    c = op(g, "CONV_2D", ["x/dq", "w/dq", b], "c", (1, 1, 1, 2), fused_activation_function="NONE")
+    m = const(g, "m", np.array([2.0, -3.0], np.float32))
+    g.outputs = [op(g, "MUL", [c, m], "y", (1, 1, 1, 2), fused_activation_function="NONE")]
+    fold_mul_into_weights(g)
+    conv = next(n for n in g.nodes if n.op == "CONV_2D")
+    params = params_in(g, conv.inputs[1])[0]
+    # scales (0.5/127)·|2| and (0.5/127)·|-3|; weights 0.5·2 = 1 and -0.25·-3 = 0.75; bias 2 and -6
+    assert params.scale == (0.5 / 127 * 2.0, 0.5 / 127 * 3.0) and params.axis == 0
+    q = g.producer(conv.inputs[1]).inputs[0]
+    assert g.const(g.producer(q).inputs[0]).reshape(-1).tolist() == [1.0, 0.75]
+    assert g.const(conv.inputs[2]).tolist() == [2.0, -6.0]
+    assert conv.outputs == ["y"] and "MUL" not in ops(g)
+
+
+def test_dilated_conv_pattern_folds():
+    from qconvert.legalize.dilated_conv import fold_dilated_conv
+
+    g = graph_with_input((1, 8, 8, 1))
+    blk = const(g, "blk", np.array([2, 2], np.int32))
+    s2b = op(g, "SpaceToBatchND", ["x", blk, const(g, "pads", np.array([[2, 2], [2, 2]], np.int32))],
+             "s2b", (4, 6, 6, 1))
+    conv = op(g, "Conv2D", [s2b, const(g, "w", np.zeros((3, 3, 1, 1), np.float32))], "conv", (4, 4, 4, 1),
+              strides=[1, 1, 1, 1], padding="VALID")
+    g.outputs = [op(g, "BatchToSpaceND", [conv, blk, const(g, "crops", np.zeros((2, 2), np.int32))],
+                    "b2s", (1, 8, 8, 1))]
+    fold_dilated_conv(g)
+    assert ops(g) == ["Conv2D"]
+    node = g.nodes[0]
+    assert node.inputs[0] == "x" and node.attrs["dilations"] == [1, 2, 2, 1] and node.attrs["padding"] == "SAME"
+    assert g.tensors[node.outputs[0]].shape == (1, 8, 8, 1) and g.outputs == [node.outputs[0]]
+
+
+def test_reshape_moves_above_a_fake_quant():
+    from qconvert.legalize.fake_quant import move_reshape_above_fake_quant
+
+    g = graph_with_input((1, 2, 2, 1))
+    fq = fake_quant(g, "x", -1.0, 1.0, "fq")
+    g.outputs = [op(g, "Reshape", [fq, const(g, "shape", np.array([1, 4], np.int32))], "r", (1, 4))]
+    move_reshape_above_fake_quant(g)
+    assert ops(g) == ["Reshape", "FakeQuantWithMinMaxVars"]
+    assert g.nodes[0].inputs[0] == "x" and g.outputs == ["fq"] and g.tensors["fq"].shape == (1, 4)
+
+
+def test_back_to_back_fake_quants_keep_the_first_range():
+    from qconvert.quantize_pass.back_to_back import drop_back_to_back_fake_quant
+
+    g = graph_with_input((1, 4))
+    insert_qdq_after(g, "x", per_tensor(0.1, 0), "fake_quant")
+    insert_qdq_after(g, "x/dq", per_tensor(0.2, 0), "fake_quant")
+    g.outputs = [op(g, "RELU", ["x/dq/dq"], "r", (1, 4))]
+    drop_back_to_back_fake_quant(g)
+    assert g.nodes[-1].inputs == ["x/dq"] and "two FakeQuants in a row" in g.notes[0]
