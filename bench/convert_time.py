@@ -1,8 +1,8 @@
 """Whole-process conversion time: qconvert's CLI against TensorFlow's converter.
 
-    python bench/convert_time.py [--repeats 3] [--models NAME ...]
+    python bench/convert_time.py [--repeats 3] [--models NAME ...] [--corpus tf1|tfmot|all]
 
-Builds the QAT corpus (tests/corpus.py, needs TensorFlow), writes each graph to a
+Builds the QAT corpora (tests/corpus.py and tests/tfmot_corpus.py, need TensorFlow), writes each graph to a
 temporary .pb, then times, as separate processes so that import costs count:
   * ``python -m qconvert MODEL.pb --inputs-range ...``
   * a small script doing ``TFLiteConverter.from_frozen_graph`` with int8 inference
@@ -46,10 +46,16 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--models", nargs="*")
+    ap.add_argument("--corpus", choices=["tf1", "tfmot", "all"], default="all",
+                    help="tf1: hand-written QAT graphs; tfmot: tf_keras + tfmot models (cached builds)")
     args = ap.parse_args()
     import corpus
 
-    models = corpus.build_corpus()
+    models = corpus.build_corpus() if args.corpus in ("tf1", "all") else []
+    if args.corpus in ("tfmot", "all"):
+        import tfmot_corpus
+
+        models += tfmot_corpus.build_tfmot_corpus()
     if args.models:
         models = [m for m in models if m.name in args.models]
     print(f"{'model':28} {'bytes':>8} {'qconvert s':>11} {'TF s':>8} {'TF/qconvert':>12}")

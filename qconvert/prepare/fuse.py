@@ -30,6 +30,18 @@ def _sole_reader(graph: Graph, node: Node) -> Node | None:
     return readers[0]
 
 
+def _unfused_reader(graph: Graph, node: Node, ops: tuple[str, ...]) -> Node | None:
+    """The sole reader of a conv/depthwise/FC with no fused activation, if it is one of ``ops``
+    with no fused activation either."""
+    row = TFL_OPS.get(node.op)
+    if row is None or row.rule is not Rule.WEIGHTED or node.attrs.get("fused_activation_function") != "NONE":
+        return None
+    reader = _sole_reader(graph, node)
+    if reader is None or reader.op not in ops or reader.attrs.get("fused_activation_function") != "NONE":
+        return None
+    return reader
+
+
 def fold_mul_into_weights(graph: Graph) -> Graph:
     """``op(x, w, b) ──▶ MUL(·, m)`` ⇒ ``op(x, w·m, b·m)`` for a per-channel (or scalar) constant m.
 
@@ -42,12 +54,10 @@ def fold_mul_into_weights(graph: Graph) -> Graph:
     """
     dead = []
     for node in graph:
-        row = TFL_OPS.get(node.op)
-        if row is None or row.rule is not Rule.WEIGHTED or node.attrs.get("fused_activation_function") != "NONE":
+        mul = _unfused_reader(graph, node, ("MUL",))
+        if mul is None:
             continue
-        mul = _sole_reader(graph, node)
-        if mul is None or mul.op != "MUL" or mul.attrs.get("fused_activation_function") != "NONE":
-            continue
+        row = TFL_OPS[node.op]
         other = mul.inputs[1] if mul.inputs[0] == node.outputs[0] else mul.inputs[0]
         m = graph.const(other)
         bias = graph.const(node.inputs[2])
@@ -90,11 +100,8 @@ def fold_mul_into_weights(graph: Graph) -> Graph:
 def fuse_bias_add(graph: Graph) -> Graph:
     dead = []
     for node in graph:
-        row = TFL_OPS.get(node.op)
-        if row is None or row.rule is not Rule.WEIGHTED or node.attrs.get("fused_activation_function") != "NONE":
-            continue
-        add = _sole_reader(graph, node)
-        if add is None or add.op not in ("ADD", "SUB") or add.attrs.get("fused_activation_function") != "NONE":
+        add = _unfused_reader(graph, node, ("ADD", "SUB"))
+        if add is None:
             continue
         if add.inputs[0] != node.outputs[0] or not graph.is_const(add.inputs[1]):
             continue
