@@ -404,3 +404,19 @@ def test_back_to_back_fake_quants_keep_the_first_range():
     g.outputs = [op(g, "RELU", ["x/dq/dq"], "r", (1, 4))]
     drop_back_to_back_fake_quant(g)
     assert g.nodes[-1].inputs == ["x/dq"] and "two FakeQuants in a row" in g.notes[0]
+
+
+def test_conv_weights_with_a_nonzero_zero_point_are_refused():
+    # TF writes such a model, and LiteRT then refuses to run it (conv.cc: zero point must be 0).
+    from qconvert.converter.ir import QuantParams
+
+    g = graph_with_input((1, 1, 1, 1))
+    insert_qdq_after(g, "x", per_tensor(0.1, 0), "input_range")
+    w = const(g, "w", np.ones((1, 1, 1, 1), np.float32))
+    insert_qdq_after(g, w, QuantParams((0.01,), (-1,)), "fake_quant")
+    c = op(g, "CONV_2D", ["x/dq", "w/dq", const(g, "b", np.zeros(1, np.float32))], "c", (1, 1, 1, 1),
+           fused_activation_function="NONE")
+    insert_qdq_after(g, c, per_tensor(0.1, 0), "fake_quant")
+    g.outputs = ["c/dq"]
+    with pytest.raises(ConversionError, match=r"zero point \[-1\].*narrow_range=True"):
+        check_quantizable(propagate_quant_params(g))

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 from qconvert.converter.ir import ConversionError, Graph, Node
 from qconvert.converter.ops import TFL_OPS, Rule
+from qconvert.converter.qdq import params_in
+
+_ZERO_POINT_ZERO_WEIGHTS = ("CONV_2D", "DEPTHWISE_CONV_2D")
 
 
 def check_quantizable(graph: Graph) -> Graph:
@@ -27,6 +30,14 @@ def check_quantizable(graph: Graph) -> Graph:
             prod = graph.producer(name)
             if graph.tensors[name].dtype == "float32" and (prod is None or prod.op != "DEQUANTIZE"):
                 missing.setdefault(name, []).append(node)
+        if node.op in _ZERO_POINT_ZERO_WEIGHTS and len(node.inputs) > 1:
+            params = params_in(graph, node.inputs[1])
+            if params is not None and any(params[0].zero_point):
+                problems.append(
+                    f"the weights of {node.op} '{node.name}' get zero point {sorted(set(params[0].zero_point))} "
+                    f"from their FakeQuant range, and TFLite's int8 convolution kernels only run zero point 0 "
+                    f"(conv.cc); use narrow_range=True with a symmetric range [-m, m] on weight FakeQuants"
+                )
         for name in node.outputs:
             readers = graph.consumers(name)
             if not readers or any(r.op != "QUANTIZE" for r in readers) or name in graph.outputs:
