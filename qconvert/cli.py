@@ -114,15 +114,24 @@ def convert(model: str, output: str | None, ranges: tuple[str, ...], shapes: tup
 
 @cli.command()
 @click.argument("model", type=click.Path(path_type=str))
-@click.option("--json", "as_json", is_flag=True, help="One JSON document instead of text.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON document instead of text (shape: see README).")
+@click.option("--ops", "sel_ops", is_flag=True, help="Only the operators (with requant checks) and totals.")
+@click.option("--tensors", "sel_tensors", is_flag=True, help="Only the tensors and totals.")
+@click.option("--metadata", "sel_metadata", is_flag=True, help="Only the model header and metadata entries.")
+@click.option("--tensor", "tensor", metavar="NAME_OR_INDEX", help="One tensor's values, dequantized, with a histogram.")
 @click.option("--debug", is_flag=True, help="Show a traceback on errors.")
-def dump(model: str, as_json: bool, debug: bool) -> None:
-    """Show what is in a .tflite model: ops, tensors, quantization, metadata."""
+def dump(model: str, as_json: bool, sel_ops: bool, sel_tensors: bool, sel_metadata: bool, tensor: str | None,
+         debug: bool) -> None:
+    """Show what is in a .tflite model: ops, tensors, quantization, metadata.
+
+    With no selector everything but --tensor is shown; selectors combine.
+    """
+    sections = [name for name, on in (("ops", sel_ops), ("tensors", sel_tensors), ("metadata", sel_metadata)) if on]
 
     def work() -> None:
         from qconvert.dump import dump_model
 
-        click.echo(dump_model(model, as_json=as_json), nl=False)
+        click.echo(dump_model(model, as_json=as_json, sections=sections, tensor=tensor), nl=False)
 
     _guard(work, debug)
 

@@ -1,108 +1,593 @@
 """``qconvert dump``: what is in a .tflite model, for people (text) and scripts (JSON).
 
-A first version: model header and metadata, graph I/O, one line per operator with
-its options and (for qconvert files) the stored requantization parameters, and one
-line per tensor with dtype, shape and quantization. Per-channel scales are
-summarised. Works on any TFLite file, including TensorFlow's.
+Works on any valid TFLite file (qconvert's, TensorFlow's, float or int8) and never
+imports TensorFlow. For qconvert files the ``qconvert_requant`` metadata is decoded
+and each record is checked against what TFLite's Prepare step computes from the
+float32 scales in the file (``qconvert.converter.quant_math``); a record that
+disagrees is flagged (text: ``!! REQUANT MISMATCH``; JSON: ``"requant_ok": false``).
+
+Selectors (``--ops``, ``--tensors``, ``--metadata``, ``--tensor NAME_OR_INDEX``)
+restrict the output to those sections, in text and in JSON; with none, everything
+but ``--tensor`` is shown.
+
+JSON shape (``--json``), schema_version 1. Keys are stable; new keys may be added
+without a version bump, existing ones are not renamed or removed. A section that
+was not selected is absent::
+
+    {
+      "schema_version": 1,
+      "file": {"name": str, "bytes": int},
+      "model": {"description": str, "version": int,             # --metadata
+                "min_runtime_version": str | null},
+      "metadata": [                                              # --metadata
+        {"name": str, "bytes": int,
+         "text": str | null,           # printable entries (min_runtime_version)
+         "requant": null | {"format_version": 1, "records": int, "error": str | null}}
+      ],
+      "subgraphs": [                                             # --ops / --tensors
+        {"index": int, "name": str, "inputs": [int], "outputs": [int],
+         "operators": [                                          # --ops
+           {"index": int, "op": str,   # BuiltinOperator name, or "CUSTOM"
+            "custom_code": str | null, "version": int,
+            "inputs": [int], "outputs": [int],   # tensor indices, -1 = optional absent
+            "options_type": str, "options": {snake_case: value},
+            "requant": null | {
+              "per_channel": bool, "act_min": int, "act_max": int, "left_shift": int,
+              "multipliers": [int], "shifts": [int],
+              "expected": null | {same 6 keys},   # TFLite's Prepare on the file's scales
+              "problems": [str]},
+            "requant_ok": bool | null}],     # null: no record for this op
+         "tensors": [                                            # --tensors
+           {"index": int, "name": str, "dtype": str,  # numpy-style, e.g. "int8"
+            "shape": [int], "buffer": int, "buffer_bytes": int,  # 0 for activations
+            "quantization": null | {"scale": [float], "zero_point": [int],
+                                    "quantized_dimension": int}}]}
+      ],
+      "totals": {                                                # always (unless --tensor)
+        "operators": int, "tensors": int, "ops": {op: count},
+        "parameter_bytes": int,                 # constant buffers, each counted once
+        "buffer_bytes_by_dtype": {dtype: int},
+        "int8_buffer_bytes": int, "int32_buffer_bytes": int, "float32_buffer_bytes": int,
+        "float_ops": int,                       # ops with a float32/float16 input or output
+        "float_op_list": [{"subgraph": int, "index": int, "op": str}],
+        "requant_records": int, "requant_flagged": int},
+      "requant_problems": [str],   # records naming no operator, corrupt metadata
+      "tensor": {                                                # --tensor only
+        "subgraph": int, ...the tensor's entry as in "tensors"...,
+        "values": null | [float],         # dequantized, flattened; null for activations
+        "stats": null | {"count", "min", "max", "mean", "std"},
+        "histogram": null | {"edges": [float], "counts": [int]}}
+    }
+
+Scales are the file's float32 values widened exactly to double. Non-finite floats
+are written as null. Shapes are the stored shapes (not shape_signature).
 """
 
 from __future__ import annotations
 
+import difflib
 import json
+import math
 import os
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-from qconvert.converter.ir import ConversionError
+from qconvert.converter.ir import ConversionError, UsageError
+
+SCHEMA_VERSION = 1
+SECTIONS = ("metadata", "ops", "tensors")
+_FLOAT_DTYPES = ("float32", "float16", "float64", "bfloat16")
+_MISMATCH = "!! REQUANT MISMATCH"
 
 
-def _load(path: str | os.PathLike):
+# ---------------------------------------------------------------------------
+# Loading
+
+
+def _load(path: str | os.PathLike) -> tuple[Any, int]:
+    from qconvert.converter.files import read_bytes
     from qconvert.schema.reader import read_model
 
-    from qconvert.converter.files import read_bytes
-
     data = read_bytes(path, "a .tflite file")
+    if not data:
+        raise ConversionError(f"{os.fspath(path)}: the file is empty, not a TFLite file")
     try:
-        return read_model(data)
+        return read_model(data), len(data)
     except ValueError as exc:
-        raise ConversionError(f"{path}: {exc}") from None
+        raise ConversionError(f"{os.fspath(path)}: {exc}") from None
 
 
-def describe(path: str | os.PathLike) -> dict[str, Any]:
+def _finite(v: float) -> float | None:
+    return float(v) if math.isfinite(v) else None
+
+
+def _text_entry(raw: bytes) -> str | None:
+    body = raw.rstrip(b"\0")
+    if not body or len(body) > 200:
+        return None
+    try:
+        text = body.decode("ascii")
+    except UnicodeDecodeError:
+        return None
+    return text if text.isprintable() else None
+
+
+# ---------------------------------------------------------------------------
+# Requantization records: decode and check
+
+
+def _expected_requant(sg: Any, op: Any) -> dict[str, Any]:
+    """What TFLite's Prepare computes for ``op`` from the file's float32 scales (mirrors
+    qconvert.quantize_pass.finalize). ValueError when it cannot be computed."""
+    from qconvert.converter import quant_math as qm
+
+    tensors = sg.tensors
+
+    def tensor(slot: int, outputs: bool = False) -> Any:
+        idx = (op.outputs if outputs else op.inputs)
+        if slot >= len(idx) or idx[slot] < 0:
+            raise ValueError(f"{'output' if outputs else 'input'} {slot} is missing")
+        return tensors[idx[slot]]
+
+    def scale(t: Any) -> float:
+        if not t.scale:
+            raise ValueError(f"tensor '{t.name}' has no quantization")
+        return float(t.scale[0])
+
+    out = tensor(0, outputs=True)
+    act = str(op.options.get("fused_activation_function", "NONE") or "NONE")
+    zp = int(out.zero_point[0]) if out.zero_point else 0
+    lo, hi = qm.activation_range(act, scale(out), zp) if act in ("NONE", "RELU", "RELU6", "RELU_N1_TO_1") else (-128, 127)
+    pairs: list[tuple[int, int]] = []
+    left_shift, per_channel = 0, False
+    name = op.builtin
+    if name in ("CONV_2D", "DEPTHWISE_CONV_2D"):
+        w = tensor(1)
+        if not w.scale:
+            raise ValueError(f"weights '{w.name}' have no quantization")
+        channels = w.shape[0] if name == "CONV_2D" else w.shape[3]
+        pairs = qm.conv_requant(scale(tensor(0)), w.scale, scale(out), channels)
+        per_channel = True
+    elif name == "FULLY_CONNECTED":
+        w = tensor(1)
+        if not w.scale:
+            raise ValueError(f"weights '{w.name}' have no quantization")
+        bias = tensor(2) if len(op.inputs) > 2 and op.inputs[2] >= 0 else None
+        pairs = qm.fully_connected_requant(scale(tensor(0)), w.scale, scale(out), scale(bias) if bias else None)
+        per_channel = len(w.scale) > 1
+    elif name in ("ADD", "SUB"):
+        p = qm.add_sub_requant(scale(tensor(0)), scale(tensor(1)), scale(out), name == "SUB")
+        left_shift = int(p["left_shift"])  # type: ignore[arg-type]
+        pairs = [p["input1"], p["input2"], p["output"]]  # type: ignore[list-item]
+    elif name == "MUL":
+        pairs = [qm.mul_requant(scale(tensor(0)), scale(tensor(1)), scale(out))]
+    elif name == "QUANTIZE":
+        pairs = [qm.quantize_requant(scale(tensor(0)), scale(out))]
+    elif name == "MEAN":
+        x = tensor(0)
+        m = qm.mean_requant(scale(x), int(x.zero_point[0]) if x.zero_point else 0, scale(out), zp, 1)
+        pairs = [(m.multiplier, m.shift)]
+    return {"per_channel": per_channel, "act_min": int(lo), "act_max": int(hi), "left_shift": left_shift,
+            "multipliers": [int(a) for a, _ in pairs], "shifts": [int(b) for _, b in pairs]}
+
+
+def _check_record(sg: Any, op: Any, rec: Any) -> dict[str, Any]:
+    stored = {"per_channel": bool(rec.per_channel), "act_min": int(rec.act_min), "act_max": int(rec.act_max),
+              "left_shift": int(rec.left_shift), "multipliers": [int(p[0]) for p in rec.pairs],
+              "shifts": [int(p[1]) for p in rec.pairs]}
+    problems: list[str] = []
+    if rec.builtin != op.builtin:
+        problems.append(f"record is for {rec.builtin}, the operator is {op.builtin}")
+    expected = None
+    try:
+        expected = _expected_requant(sg, op)
+    except (ValueError, ArithmeticError) as exc:
+        problems.append(f"cannot recompute from the scales: {exc}")
+    if expected is not None:
+        for key in ("per_channel", "act_min", "act_max", "left_shift"):
+            if stored[key] != expected[key]:
+                problems.append(f"{key} {stored[key]}, expected {expected[key]}")
+        sm, em = stored["multipliers"], expected["multipliers"]
+        if len(sm) != len(em):
+            problems.append(f"{len(sm)} multiplier/shift pairs, expected {len(em)}")
+        else:
+            bad = [k for k in range(len(sm))
+                   if (sm[k], stored["shifts"][k]) != (em[k], expected["shifts"][k])]
+            if bad:
+                k = bad[0]
+                problems.append(f"{len(bad)} of {len(sm)} pairs differ; pair {k}: "
+                                f"({sm[k]}, {stored['shifts'][k]}), expected ({em[k]}, {expected['shifts'][k]})")
+    return {**stored, "expected": expected, "problems": problems}
+
+
+# ---------------------------------------------------------------------------
+# The document
+
+
+def _tensor_entry(i: int, t: Any) -> dict[str, Any]:
+    entry: dict[str, Any] = {"index": i, "name": t.name, "dtype": t.dtype, "shape": list(t.shape),
+                             "buffer": t.buffer, "buffer_bytes": len(t.data) if t.data is not None else 0,
+                             "quantization": None}
+    if t.scale:
+        entry["quantization"] = {"scale": [_finite(s) for s in t.scale], "zero_point": [int(z) for z in t.zero_point],
+                                 "quantized_dimension": int(t.quantized_dimension)}
+    return entry
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, float):
+        return _finite(value)
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    return str(value)
+
+
+def describe(path: str | os.PathLike, sections: Iterable[str] | None = None,
+             tensor: str | None = None) -> dict[str, Any]:
+    """The JSON document (see the module docstring). ``sections``: subset of
+    ("metadata", "ops", "tensors"), None or empty for all; ``tensor``: NAME_OR_INDEX."""
     from qconvert.schema.requant_metadata import METADATA_NAME, decode
 
-    model = _load(path)
-    requant: dict[int, Any] = {}
+    selected = set(sections or ())
+    unknown = selected - set(SECTIONS)
+    if unknown:
+        raise UsageError(f"unknown section(s) {sorted(unknown)}; known: {', '.join(SECTIONS)}")
+    if not selected and tensor is None:
+        selected = set(SECTIONS)
+    model, size = _load(path)
+    doc: dict[str, Any] = {"schema_version": SCHEMA_VERSION,
+                           "file": {"name": os.path.basename(os.fspath(path)), "bytes": size}}
+
+    # Requant metadata
+    records: dict[tuple[int, int], Any] = {}
+    requant_problems: list[str] = []
+    requant_info = None
     if METADATA_NAME in model.metadata:
         try:
-            for rec in decode(model.metadata[METADATA_NAME]):
-                requant[rec.op_index] = rec
+            recs = decode(model.metadata[METADATA_NAME])
+            requant_info = {"format_version": 1, "records": len(recs), "error": None}
+            for rec in recs:
+                key = (rec.subgraph_index, rec.op_index)
+                if not (rec.subgraph_index < len(model.subgraphs)
+                        and rec.op_index < len(model.subgraphs[rec.subgraph_index].operators)):
+                    requant_problems.append(f"record for subgraph {rec.subgraph_index} operator {rec.op_index} "
+                                            f"({rec.builtin}): no such operator")
+                else:
+                    records[key] = rec
         except ValueError as exc:
-            raise ConversionError(f"{path}: metadata '{METADATA_NAME}' is corrupt: {exc}") from None
-    meta = {}
-    for name, raw in model.metadata.items():
-        if name == "min_runtime_version":
-            meta[name] = raw.rstrip(b"\0").decode("ascii", "replace")
-        else:
-            meta[name] = f"{len(raw)} bytes"
+            requant_info = {"format_version": None, "records": 0, "error": str(exc)}
+            requant_problems.append(f"{METADATA_NAME} is corrupt: {exc}")
+
+    if "metadata" in selected:
+        runtime = model.metadata.get("min_runtime_version")
+        doc["model"] = {"description": model.description, "version": model.version,
+                        "min_runtime_version": _text_entry(runtime) if runtime is not None else None}
+        doc["metadata"] = [{"name": name, "bytes": len(raw), "text": _text_entry(raw),
+                            "requant": requant_info if name == METADATA_NAME else None}
+                           for name, raw in model.metadata.items()]
+
+    # Subgraphs and totals
+    histogram: Counter[str] = Counter()
+    by_dtype: Counter[str] = Counter()
+    seen_buffers: set[int] = set()
+    float_ops: list[dict[str, Any]] = []
+    flagged = len(requant_problems)
+    n_ops = n_tensors = 0
     subgraphs = []
-    for sg in model.subgraphs:
-        tensors = []
-        for i, t in enumerate(sg.tensors):
-            entry: dict[str, Any] = {"index": i, "name": t.name, "dtype": t.dtype, "shape": list(t.shape),
-                                     "buffer_bytes": len(t.data) if t.data is not None else 0}
-            if t.scale:
-                entry["scale"] = [float(s) for s in t.scale]
-                entry["zero_point"] = [int(z) for z in t.zero_point]
-                entry["quantized_dimension"] = t.quantized_dimension
-            tensors.append(entry)
+    for s, sg in enumerate(model.subgraphs):
+        n_ops += len(sg.operators)
+        n_tensors += len(sg.tensors)
+        for t in sg.tensors:
+            if t.data is not None and t.buffer not in seen_buffers:
+                seen_buffers.add(t.buffer)
+                by_dtype[t.dtype] += len(t.data)
         ops = []
         for i, op in enumerate(sg.operators):
-            entry = {"index": i, "op": op.builtin, "version": op.version, "inputs": list(op.inputs),
-                     "outputs": list(op.outputs), "options": op.options}
-            rec = requant.get(i)
-            if rec is not None:
-                entry["requant"] = {"act_min": rec.act_min, "act_max": rec.act_max, "left_shift": rec.left_shift,
-                                    "multipliers": [p[0] for p in rec.pairs], "shifts": [p[1] for p in rec.pairs]}
-            ops.append(entry)
-        subgraphs.append({"name": sg.name, "inputs": list(sg.inputs), "outputs": list(sg.outputs),
-                          "operators": ops, "tensors": tensors})
-    return {"description": model.description, "version": model.version, "metadata": meta, "subgraphs": subgraphs}
+            name = op.builtin
+            histogram[name] += 1
+            if any(sg.tensors[k].dtype in _FLOAT_DTYPES for k in (*op.inputs, *op.outputs) if k >= 0):
+                float_ops.append({"subgraph": s, "index": i, "op": name})
+            rec = records.get((s, i))
+            requant = _check_record(sg, op, rec) if rec is not None else None
+            if requant is not None and requant["problems"]:
+                flagged += 1
+            if "ops" in selected:
+                ops.append({"index": i, "op": name, "custom_code": op.custom_code, "version": op.version,
+                            "inputs": list(op.inputs), "outputs": list(op.outputs),
+                            "options_type": op.options_type, "options": _jsonable(op.options),
+                            "requant": requant,
+                            "requant_ok": None if requant is None else not requant["problems"]})
+        if "ops" in selected or "tensors" in selected:
+            entry: dict[str, Any] = {"index": s, "name": sg.name, "inputs": list(sg.inputs),
+                                     "outputs": list(sg.outputs)}
+            if "ops" in selected:
+                entry["operators"] = ops
+            if "tensors" in selected:
+                entry["tensors"] = [_tensor_entry(i, t) for i, t in enumerate(sg.tensors)]
+            subgraphs.append(entry)
+    if "ops" in selected or "tensors" in selected:
+        doc["subgraphs"] = subgraphs
+    if selected:
+        doc["totals"] = {
+            "operators": n_ops, "tensors": n_tensors,
+            "ops": dict(sorted(histogram.items(), key=lambda kv: (-kv[1], kv[0]))),
+            "parameter_bytes": sum(by_dtype.values()),
+            "buffer_bytes_by_dtype": dict(sorted(by_dtype.items())),
+            "int8_buffer_bytes": by_dtype.get("int8", 0), "int32_buffer_bytes": by_dtype.get("int32", 0),
+            "float32_buffer_bytes": by_dtype.get("float32", 0),
+            "float_ops": len(float_ops), "float_op_list": float_ops,
+            "requant_records": len(records), "requant_flagged": flagged,
+        }
+        doc["requant_problems"] = requant_problems
+    if tensor is not None:
+        doc["tensor"] = _tensor_values(model, tensor)
+    return doc
 
 
-def _q(t: dict[str, Any]) -> str:
-    if "scale" not in t:
+# ---------------------------------------------------------------------------
+# --tensor
+
+
+def _find_tensor(model: Any, key: str) -> tuple[int, int]:
+    for s, sg in enumerate(model.subgraphs):
+        for i, t in enumerate(sg.tensors):
+            if t.name == key:
+                return s, i
+    text = key.strip()
+    if text.lstrip("-").isdigit():
+        i = int(text)
+        n = len(model.subgraphs[0].tensors)
+        if 0 <= i < n:
+            return 0, i
+        raise UsageError(f"tensor index {i} out of range: the model has {n} tensors (0..{n - 1})")
+    names = [t.name for sg in model.subgraphs for t in sg.tensors]
+    close = difflib.get_close_matches(key, names, n=5, cutoff=0.5)
+    if not close:
+        close = [n for n in names if key.lower() in n.lower()][:5]
+    hint = f"; close names: {', '.join(repr(c) for c in close)}" if close else f"; e.g. {', '.join(repr(n) for n in names[:5])}"
+    raise UsageError(f"no tensor named {key!r}{hint} (or give an index)")
+
+
+def _tensor_values(model: Any, key: str) -> dict[str, Any]:
+    import numpy as np
+
+    s, i = _find_tensor(model, key)
+    t = model.subgraphs[s].tensors[i]
+    entry = {"subgraph": s, **_tensor_entry(i, t), "values": None, "stats": None, "histogram": None}
+    if t.data is None:
+        return entry
+    try:
+        raw = t.array()
+    except (TypeError, ValueError) as exc:
+        entry["note"] = f"cannot decode {t.dtype} data: {exc}"
+        return entry
+    if raw.dtype.kind not in "biuf":
+        entry["note"] = f"{t.dtype} values are not numeric"
+        return entry
+    x = raw.astype(np.float64)
+    if t.scale:
+        scale = np.asarray(t.scale, dtype=np.float32).astype(np.float64)
+        zp = np.asarray(t.zero_point or [0] * len(t.scale), dtype=np.float64)
+        if len(scale) > 1 and x.ndim > t.quantized_dimension and x.shape[t.quantized_dimension] == len(scale):
+            shape = [1] * x.ndim
+            shape[t.quantized_dimension] = len(scale)
+            scale, zp = scale.reshape(shape), zp.reshape(shape)
+        else:
+            scale, zp = scale[:1], zp[:1]
+        x = (x - zp) * scale
+    flat = x.reshape(-1)
+    entry["values"] = [_finite(v) for v in flat.tolist()]
+    finite = flat[np.isfinite(flat)]
+    if finite.size:
+        entry["stats"] = {"count": int(flat.size), "min": float(finite.min()), "max": float(finite.max()),
+                          "mean": float(finite.mean()), "std": float(finite.std())}
+        bins = 10 if finite.min() < finite.max() else 1
+        counts, edges = np.histogram(finite, bins=bins)
+        entry["histogram"] = {"edges": [float(e) for e in edges], "counts": [int(c) for c in counts]}
+    return entry
+
+
+# ---------------------------------------------------------------------------
+# Text
+
+
+def _table(rows: Sequence[Sequence[str]], right: Iterable[int] = (), max_width: int = 56) -> list[str]:
+    """Rows of cells → aligned lines (two spaces between columns; a cell wider than
+    ``max_width`` overflows instead of widening its column)."""
+    right = set(right)
+    widths = [0] * max(len(r) for r in rows)
+    for r in rows:
+        for k, cell in enumerate(r):
+            if len(cell) <= max_width:
+                widths[k] = max(widths[k], len(cell))
+    out = []
+    for r in rows:
+        cells = [c.rjust(widths[k]) if k in right else c.ljust(widths[k]) for k, c in enumerate(r)]
+        out.append("  " + "  ".join(cells).rstrip())
+    return out
+
+
+def _shape(shape: Sequence[int]) -> str:
+    return "[" + ",".join(str(d) for d in shape) + "]"
+
+
+def _quant_text(q: dict[str, Any] | None) -> str:
+    if not q:
         return ""
-    s, z = t["scale"], t["zero_point"]
+    s, z = q["scale"], q["zero_point"]
     if len(s) == 1:
-        return f" scale={s[0]:.6g} zp={z[0]}"
-    return f" scale[{len(s)}]={min(s):.4g}..{max(s):.4g} zp={sorted(set(z))[:3]} axis={t['quantized_dimension']}"
+        return f"scale={s[0]:.6g} zp={z[0] if z else 0}"
+    finite = [v for v in s if v is not None] or [0.0]
+    zs = sorted(set(z))
+    zp = f"zp={zs[0]}" if len(zs) == 1 else f"zp={zs[0]}..{zs[-1]}"
+    return f"{len(s)} scales {min(finite):.4g}..{max(finite):.4g} {zp} dim={q['quantized_dimension']}"
 
 
-def dump_model(path: str | os.PathLike, as_json: bool = False) -> str:
-    info = describe(path)
-    if as_json:
-        return json.dumps(info, indent=2, default=str) + "\n"
-    lines = [f"model: {info['description']!r}, schema version {info['version']}"]
-    for k, v in info["metadata"].items():
-        lines.append(f"metadata {k}: {v}")
-    for sg in info["subgraphs"]:
-        t = sg["tensors"]
-        lines.append(f"subgraph {sg['name']!r}: {len(sg['operators'])} ops, {len(t)} tensors")
-        for kind in ("inputs", "outputs"):
-            for i in sg[kind]:
-                lines.append(f"  {kind[:-1]:6} {i}: {t[i]['name']} {t[i]['dtype']}{t[i]['shape']}{_q(t[i])}")
-        for op in sg["operators"]:
-            opts = ", ".join(f"{k}={v}" for k, v in op["options"].items())
-            lines.append(f"  op {op['index']:3} {op['op']} v{op['version']} {op['inputs']} -> {op['outputs']}"
-                         + (f" ({opts})" if opts else ""))
-            rq = op.get("requant")
-            if rq:
-                m = rq["multipliers"]
-                desc = (f"{len(m)} multipliers {min(m)}..{max(m)}, shifts {min(rq['shifts'])}..{max(rq['shifts'])}"
-                        if len(m) > 3 else ", ".join(f"({a}, {b})" for a, b in zip(m, rq["shifts"])))
-                lines.append(f"         requant: {desc}; clamp [{rq['act_min']}, {rq['act_max']}]"
-                             + (f"; left_shift {rq['left_shift']}" if rq["left_shift"] else ""))
-        for x in t:
-            lines.append(f"  tensor {x['index']:3} {x['name']} {x['dtype']}{x['shape']}"
-                         f"{' const ' + str(x['buffer_bytes']) + ' B' if x['buffer_bytes'] else ''}{_q(x)}")
+def _bytes(n: int) -> str:
+    return f"{n} B" if n < 10_000 else f"{n} B ({n / 1024:.1f} KiB)" if n < 10_000_000 else f"{n} B ({n / 2**20:.1f} MiB)"
+
+
+_ABBREV = {"fused_activation_function": "act", "depth_multiplier": "depth_mult"}
+_HIDE = {("quantized_bias_type", "FLOAT32"), ("weights_format", "DEFAULT"), ("asymmetric_quantize_inputs", False),
+         ("keep_num_dims", False), ("fused_activation_function", "NONE"), ("dilation", "1x1"),
+         ("pot_scale_int16", True), ("pot_scale_int16", False)}
+
+
+def _options_text(options: dict[str, Any]) -> str:
+    opts = dict(options)
+    for pair, (h, w) in (("stride", ("stride_h", "stride_w")), ("filter", ("filter_height", "filter_width")),
+                         ("dilation", ("dilation_h_factor", "dilation_w_factor"))):
+        if h in opts and w in opts:
+            opts[pair] = f"{opts.pop(h)}x{opts.pop(w)}"
+    parts = []
+    for k, v in opts.items():
+        if v is None or v == [] or (k, v) in _HIDE:
+            continue
+        parts.append(f"{_ABBREV.get(k, k)}={v}")
+    return " ".join(parts)
+
+
+def _pairs_text(mults: list[int], shifts: list[int]) -> str:
+    if len(mults) <= 3:
+        return " ".join(f"({m},{s})" for m, s in zip(mults, shifts))
+    return f"{len(mults)} pairs: mult {min(mults)}..{max(mults)} shift {min(shifts)}..{max(shifts)}"
+
+
+def _requant_text(rq: dict[str, Any]) -> list[str]:
+    text = _pairs_text(rq["multipliers"], rq["shifts"]) or "no pairs"
+    extra = f" left_shift={rq['left_shift']}" if rq["left_shift"] else ""
+    head = f"requant {text} clamp=[{rq['act_min']},{rq['act_max']}]{extra}"
+    if not rq["problems"]:
+        return [head + "  ok"]
+    return [f"{head}  {_MISMATCH}"] + [f"    !! {p}" for p in rq["problems"]]
+
+
+def _histogram_lines(h: dict[str, Any], width: int = 40) -> list[str]:
+    counts, edges = h["counts"], h["edges"]
+    top = max(counts) or 1
+    rows = [[f"[{edges[k]:.4g},", f"{edges[k + 1]:.4g}{']' if k == len(counts) - 1 else ')'}", str(c),
+             "#" * max(1 if c else 0, round(width * c / top))] for k, c in enumerate(counts)]
+    return _table(rows, right=(0, 1, 2))
+
+
+def render_text(doc: dict[str, Any]) -> str:
+    lines: list[str] = []
+    f = doc["file"]
+    if "model" in doc:
+        m = doc["model"]
+        lines += ["model", *_table([["file", f"{f['name']}, {f['bytes']} bytes"],
+                                    ["description", m["description"]],
+                                    ["schema version", str(m["version"])],
+                                    ["min_runtime_version", m["min_runtime_version"] or "-"]])]
+        lines.append("")
+        lines.append(f"metadata ({len(doc['metadata'])} entries)")
+        rows = []
+        for e in doc["metadata"]:
+            if e["requant"] is not None:
+                rq = e["requant"]
+                what = (f"!! corrupt: {rq['error']}" if rq["error"]
+                        else f"requant records: {rq['records']} (format {rq['format_version']})")
+            else:
+                what = repr(e["text"]) if e["text"] is not None else "(binary)"
+            rows.append([e["name"], f"{e['bytes']} B", what])
+        if rows:
+            lines += _table(rows, right=(1,))
+        lines.append("")
+    for sg in doc.get("subgraphs", []):
+        tensors = sg.get("tensors")
+        lines.append(f"subgraph {sg['index']} {sg['name']!r}")
+        if tensors is not None:
+            io_rows = [[kind, str(i), tensors[i]["name"], tensors[i]["dtype"] + _shape(tensors[i]["shape"]),
+                        _quant_text(tensors[i]["quantization"])]
+                       for kind in ("inputs", "outputs") for i in sg[kind]]
+            if io_rows:
+                lines += _table([[r[0][:-1], *r[1:]] for r in io_rows], right=(1,))
+        else:
+            lines.append(f"  inputs {sg['inputs']} outputs {sg['outputs']}")
+        if "operators" in sg:
+            lines.append("")
+            lines.append(f"operators ({len(sg['operators'])})")
+            rows, extra = [], {}
+            for op in sg["operators"]:
+                name = op["op"] + (f":{op['custom_code']}" if op["custom_code"] else "")
+                ins = ",".join(str(k) if k >= 0 else "-" for k in op["inputs"])
+                outs = ",".join(str(k) for k in op["outputs"])
+                rows.append([str(op["index"]), name, f"v{op['version']}", f"{ins} -> {outs}",
+                             _options_text(op["options"])])
+                if op["requant"] is not None:
+                    extra[len(rows) - 1] = _requant_text(op["requant"])
+            if rows:
+                table = _table([["#", "op", "ver", "inputs -> outputs", "options"], *rows], right=(0,))
+                lines.append(table[0])
+                for k, line in enumerate(table[1:]):
+                    lines.append(line)
+                    lines += [" " * 8 + x for x in extra.get(k, [])]
+        if tensors is not None:
+            lines.append("")
+            lines.append(f"tensors ({len(tensors)})")
+            rows = [[str(t["index"]), t["name"], t["dtype"], _shape(t["shape"]),
+                     _bytes(t["buffer_bytes"]) if t["buffer_bytes"] else "-", _quant_text(t["quantization"])]
+                    for t in tensors]
+            if rows:
+                lines += _table([["#", "name", "dtype", "shape", "buffer", "quantization"], *rows], right=(0, 4))
+        lines.append("")
+    if "totals" in doc:
+        t = doc["totals"]
+        hist = ", ".join(f"{k} {v}" for k, v in t["ops"].items()) or "-"
+        by = ", ".join(f"{k} {_bytes(v)}" for k, v in t["buffer_bytes_by_dtype"].items())
+        fl = ", ".join(f"{o['index']} {o['op']}" if o["subgraph"] == 0 else f"{o['subgraph']}:{o['index']} {o['op']}"
+                       for o in t["float_op_list"][:10])
+        more = f", ... {t['float_ops'] - 10} more" if t["float_ops"] > 10 else ""
+        rows = [["operators", f"{t['operators']}: {hist}"],
+                ["tensors", str(t["tensors"])],
+                ["parameters", _bytes(t["parameter_bytes"]) + (f" ({by})" if by else "")],
+                ["int8 / int32", f"{_bytes(t['int8_buffer_bytes'])} / {_bytes(t['int32_buffer_bytes'])}"],
+                ["float ops left", str(t["float_ops"]) + (f" ({fl}{more})" if fl else "")]]
+        if t["requant_records"] or doc["requant_problems"]:
+            flag = f"  {_MISMATCH}" if t["requant_flagged"] else ""
+            rows.append(["requant", f"{t['requant_records']} records, {t['requant_flagged']} flagged{flag}"])
+        lines.append("totals")
+        lines += _table(rows)
+        lines += [f"  !! {p}" for p in doc["requant_problems"]]
+        lines.append("")
+    if "tensor" in doc:
+        t = doc["tensor"]
+        lines.append(f"tensor {t['index']} {t['name']!r} (subgraph {t['subgraph']})")
+        rows = [["dtype", t["dtype"]], ["shape", _shape(t["shape"])],
+                ["buffer", f"{t['buffer']} ({_bytes(t['buffer_bytes'])})" if t["buffer_bytes"] else f"{t['buffer']} (none)"],
+                ["quantization", _quant_text(t["quantization"]) or "-"]]
+        q = t["quantization"]
+        if q and len(q["scale"]) > 1:
+            rows.append(["scales", " ".join(f"{s:.6g}" if s is not None else "nan" for s in q["scale"][:8])
+                         + (" ..." if len(q["scale"]) > 8 else "")])
+        if t["values"] is None:
+            rows.append(["values", t.get("note") or "none: not a constant (activation or input)"])
+        else:
+            vals = t["values"]
+            rows.append(["values", " ".join(f"{v:.6g}" if v is not None else "nan" for v in vals[:12])
+                         + (f" ... ({len(vals)} values)" if len(vals) > 12 else "")])
+        if t["stats"]:
+            st = t["stats"]
+            rows.append(["stats", f"min {st['min']:.6g}  max {st['max']:.6g}  mean {st['mean']:.6g}  std {st['std']:.6g}"])
+        lines += _table(rows)
+        if t["histogram"]:
+            lines.append("  histogram")
+            lines += ["  " + x for x in _histogram_lines(t["histogram"])]
+        lines.append("")
+    while lines and lines[-1] == "":
+        lines.pop()
     return "\n".join(lines) + "\n"
+
+
+def dump_model(path: str | os.PathLike, as_json: bool = False, sections: Iterable[str] | None = None,
+               tensor: str | None = None) -> str:
+    """``qconvert dump``: the text (or JSON) description of a .tflite file."""
+    doc = describe(path, sections, tensor)
+    if as_json:
+        return json.dumps(doc, allow_nan=False, separators=(",", ":")) + "\n"
+    return render_text(doc)

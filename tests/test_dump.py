@@ -1,0 +1,309 @@
+"""``qconvert dump``: text and JSON agree with LiteRT's view of the file, the requant
+metadata check flags a corrupted record, and broken files are one line, exit 1.
+
+The golden text and the corruption tests need no TensorFlow; the comparisons on
+TensorFlow's own files skip cleanly without it. Regenerate the golden file with
+``QCONVERT_UPDATE_GOLDEN=1 pytest tests/test_dump.py`` and review the diff.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from qconvert.cli import main
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # corpus, oracle
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "models" / "example_qat.pb"
+GOLDEN = Path(__file__).resolve().parent / "data" / "example_qat.dump.txt"
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    return subprocess.run([sys.executable, "-m", "qconvert", *args], capture_output=True, text=True, env=env, check=False,
+                          timeout=120)
+
+
+@pytest.fixture(scope="module")
+def example_tflite(tmp_path_factory) -> Path:
+    from qconvert import api
+
+    path = tmp_path_factory.mktemp("dump") / "example_qat.tflite"
+    path.write_bytes(api.convert(str(EXAMPLE), {"input": (-1.0, 1.0)}))
+    return path
+
+
+def dump(capsys, *args: str) -> str:
+    capsys.readouterr()
+    code = main(["dump", *args])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return out
+
+
+def dump_json(capsys, *args: str) -> dict:
+    return json.loads(dump(capsys, "--json", *args))
+
+
+# ---------------------------------------------------------------------------
+# Against the LiteRT interpreter
+
+
+def check_against_interpreter(tflite: bytes, doc: dict) -> None:
+    from ai_edge_litert.interpreter import Interpreter
+
+    interp = Interpreter(model_content=tflite)
+    assert doc["schema_version"] == 1
+    sg = doc["subgraphs"][0]
+    tensors = sg["tensors"]
+    details = interp.get_tensor_details()
+    assert details, "the interpreter reports no tensors"
+    for d in details:
+        t = tensors[d["index"]]
+        where = f"tensor {d['index']} {d['name']!r}"
+        assert t["name"] == d["name"], where
+        assert t["dtype"] == np.dtype(d["dtype"]).name, where
+        assert t["shape"] == [int(x) for x in d["shape"]], where
+        qp = d["quantization_parameters"]
+        if len(qp["scales"]) == 0:
+            assert t["quantization"] is None, where
+            continue
+        q = t["quantization"]
+        assert q is not None, where
+        assert np.array_equal(np.asarray(q["scale"], dtype=np.float32), qp["scales"]), where
+        assert q["zero_point"] == [int(z) for z in qp["zero_points"]], where
+        assert q["quantized_dimension"] == qp["quantized_dimension"], where
+        if len(qp["scales"]) == 1:
+            assert (np.float32(q["scale"][0]), q["zero_point"][0]) == (np.float32(d["quantization"][0]),
+                                                                      d["quantization"][1]), where
+    ops = interp._get_ops_details()
+    assert [o["op_name"] for o in ops] == [o["op"] for o in sg["operators"]]
+    for o, ours in zip(ops, sg["operators"]):
+        assert o["index"] == ours["index"]
+        assert [int(x) for x in o["inputs"]] == ours["inputs"] and [int(x) for x in o["outputs"]] == ours["outputs"]
+    assert doc["totals"]["operators"] == len(ops)
+
+
+def test_qconvert_example_matches_interpreter(example_tflite: Path, capsys) -> None:
+    doc = dump_json(capsys, str(example_tflite))
+    check_against_interpreter(example_tflite.read_bytes(), doc)
+    t = doc["totals"]
+    assert t["requant_records"] > 0 and t["requant_flagged"] == 0 and t["float_ops"] == 0
+    assert all(op["requant_ok"] in (True, None) for op in doc["subgraphs"][0]["operators"])
+    assert doc["model"]["min_runtime_version"] and doc["model"]["version"] == 3
+
+
+@pytest.mark.parametrize("name", ["residual", "mean_keepdims_mul", "requantize"])
+def test_tensorflow_and_qconvert_int8_files_match_interpreter(name: str, tmp_path: Path, capsys) -> None:
+    pytest.importorskip("tensorflow")
+    import corpus
+    import oracle
+
+    from qconvert import api
+
+    model = corpus.build_model(name)
+    theirs = oracle.tf_convert(model)
+    ours = api.convert(model.graph_def, model.input_ranges, model.shapes, model.inputs, model.outputs)
+    for label, data in (("tf", theirs), ("qconvert", ours)):
+        path = tmp_path / f"{label}.tflite"
+        path.write_bytes(data)
+        doc = dump_json(capsys, str(path))
+        check_against_interpreter(data, doc)
+        assert doc["totals"]["float_ops"] == 0
+        if label == "qconvert":
+            assert doc["totals"]["requant_records"] > 0 and doc["totals"]["requant_flagged"] == 0, doc["requant_problems"]
+        else:
+            assert doc["totals"]["requant_records"] == 0
+        assert "CONV_2D" in dump(capsys, str(path))
+
+
+def test_tensorflow_float_model_matches_interpreter(tmp_path: Path, capsys) -> None:
+    tf = pytest.importorskip("tensorflow")
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [1, 8, 8, 3], name="input")
+        wv = np.random.default_rng(0).normal(size=(3, 3, 3, 4)).astype(np.float32)
+        w = tf.constant(wv)
+        y = tf.nn.relu(tf.nn.conv2d(x, w, strides=[1, 2, 2, 1], padding="SAME"))
+        tf.reduce_mean(y, axis=[1, 2], name="output")
+    pb = tmp_path / "float.pb"
+    pb.write_bytes(graph.as_graph_def().SerializeToString())
+    data = tf.compat.v1.lite.TFLiteConverter.from_frozen_graph(str(pb), ["input"], ["output"],
+                                                               {"input": [1, 8, 8, 3]}).convert()
+    path = tmp_path / "float.tflite"
+    path.write_bytes(data)
+    doc = dump_json(capsys, str(path))
+    check_against_interpreter(data, doc)
+    t = doc["totals"]
+    assert t["float_ops"] == t["operators"] > 0 and t["float32_buffer_bytes"] >= 3 * 3 * 3 * 4 * 4
+    assert t["int8_buffer_bytes"] == 0 and t["requant_records"] == 0
+    text = dump(capsys, str(path))
+    assert "float32[1,8,8,3]" in text and "float ops left" in text
+    w_index = next(x["index"] for x in doc["subgraphs"][0]["tensors"] if x["buffer_bytes"] == 3 * 3 * 3 * 4 * 4)
+    values = dump_json(capsys, "--tensor", str(w_index), str(path))["tensor"]
+    assert sorted(values["values"]) == sorted(wv.reshape(-1).tolist())
+
+
+# ---------------------------------------------------------------------------
+# Golden text
+
+
+def test_golden_text(example_tflite: Path, capsys) -> None:
+    text = dump(capsys, str(example_tflite))
+    if os.environ.get("QCONVERT_UPDATE_GOLDEN"):
+        GOLDEN.parent.mkdir(exist_ok=True)
+        GOLDEN.write_text(text)
+    expected = GOLDEN.read_text()
+    if text != expected:
+        diff = "".join(difflib.unified_diff(expected.splitlines(True), text.splitlines(True),
+                                            str(GOLDEN), "qconvert dump (now)"))
+        pytest.fail(f"dump text differs from the golden file (QCONVERT_UPDATE_GOLDEN=1 to regenerate):\n{diff}")
+
+
+def test_golden_text_agrees_with_interpreter(capsys) -> None:
+    """The stored golden file itself: every tensor line carries LiteRT's name, dtype and shape."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    from qconvert import api
+
+    interp = Interpreter(model_content=api.convert(str(EXAMPLE), {"input": (-1.0, 1.0)}))
+    lines = GOLDEN.read_text().splitlines()
+    start = next(k for k, line in enumerate(lines) if line.startswith("tensors ("))
+    rows = {int(line.split()[0]): line.split() for line in lines[start + 2:] if line.strip() and line.split()[0].isdigit()}
+    for d in interp.get_tensor_details():
+        cols = rows[d["index"]]
+        shape = "[" + ",".join(str(int(x)) for x in d["shape"]) + "]"
+        assert cols[1:4] == [d["name"], np.dtype(d["dtype"]).name, shape]
+        if len(d["quantization_parameters"]["scales"]) == 1:
+            assert f"zp={d['quantization'][1]}" in cols
+
+
+# ---------------------------------------------------------------------------
+# Selectors
+
+
+def test_selectors(example_tflite: Path, capsys) -> None:
+    p = str(example_tflite)
+    ops = dump_json(capsys, "--ops", p)
+    assert "operators" in ops["subgraphs"][0] and "tensors" not in ops["subgraphs"][0] and "model" not in ops
+    tensors = dump_json(capsys, "--tensors", p)
+    assert "tensors" in tensors["subgraphs"][0] and "operators" not in tensors["subgraphs"][0]
+    meta = dump_json(capsys, "--metadata", p)
+    assert "subgraphs" not in meta and {e["name"] for e in meta["metadata"]} >= {"qconvert_requant", "min_runtime_version"}
+    text = dump(capsys, "--ops", p)
+    assert "CONV_2D" in text and "requant" in text and "tensors (" not in text
+    text = dump(capsys, "--tensors", p)
+    assert "tensors (" in text and "operators (" not in text
+
+
+def test_tensor_values_dequantized(example_tflite: Path, capsys) -> None:
+    from qconvert.schema.reader import read_model
+
+    model = read_model(example_tflite.read_bytes())
+    index, t = next((i, t) for i, t in enumerate(model.tensors) if len(t.scale) > 1 and t.dtype == "int8")
+    doc = dump_json(capsys, "--tensor", t.name, str(example_tflite))
+    assert set(doc) == {"schema_version", "file", "tensor"}
+    v = doc["tensor"]
+    assert v["index"] == index and len(v["values"]) == int(np.prod(t.shape))
+    expected = (t.array().astype(np.float64)
+                * np.asarray(t.scale, np.float32).astype(np.float64).reshape(-1, *[1] * (len(t.shape) - 1)))
+    np.testing.assert_allclose(v["values"], expected.reshape(-1), rtol=1e-12)
+    assert sum(v["histogram"]["counts"]) == len(v["values"])
+    text = dump(capsys, "--tensor", str(index), str(example_tflite))
+    assert "histogram" in text and "#" in text and t.name in text
+    act = dump_json(capsys, "--tensor", "Relu", str(example_tflite))["tensor"]
+    assert act["values"] is None
+
+
+def test_unknown_tensor_is_usage_error_with_close_names(example_tflite: Path, capsys) -> None:
+    capsys.readouterr()
+    assert main(["dump", str(example_tflite), "--tensor", "Relu_7"]) == 2
+    err = capsys.readouterr().err
+    assert "usage error" in err and "'Relu_1'" in err and len(err.strip().splitlines()) == 1
+    assert main(["dump", str(example_tflite), "--tensor", "999", "--json"]) == 2
+
+
+# ---------------------------------------------------------------------------
+# The requant check
+
+
+def test_corrupted_multiplier_is_flagged(example_tflite: Path, tmp_path: Path, capsys) -> None:
+    from qconvert.schema.requant_metadata import decode
+
+    data = bytearray(example_tflite.read_bytes())
+    at = data.find(b"QCRQ")
+    assert at > 0 and data.find(b"QCRQ", at + 1) == -1
+    records_before = decode(bytes(data[at:at + 388]))  # sanity: the record layout we are about to poke
+    first = records_before[0]
+    pos = at + 12 + 28  # header, first record's fixed part: its first multiplier
+    assert int.from_bytes(data[pos:pos + 4], "little", signed=True) == first.pairs[0][0]
+    data[pos] ^= 0x01
+    bad = tmp_path / "bad_requant.tflite"
+    bad.write_bytes(bytes(data))
+
+    doc = dump_json(capsys, str(bad))
+    ops = doc["subgraphs"][0]["operators"]
+    flagged = [op["index"] for op in ops if op["requant_ok"] is False]
+    assert flagged == [first.op_index]
+    assert doc["totals"]["requant_flagged"] == 1
+    rq = ops[first.op_index]["requant"]
+    assert rq["multipliers"][0] == first.pairs[0][0] ^ 1 and rq["expected"]["multipliers"][0] == first.pairs[0][0]
+
+    text = dump(capsys, str(bad))
+    marked = [line for line in text.splitlines() if "!! REQUANT MISMATCH" in line]
+    assert len(marked) == 2  # the op's requant line and the totals line
+    assert f"pair 0: ({first.pairs[0][0] ^ 1}, {first.pairs[0][1]}), expected ({first.pairs[0][0]}" in text
+    assert "!! REQUANT MISMATCH" not in dump(capsys, str(example_tflite))
+
+
+# ---------------------------------------------------------------------------
+# Broken files
+
+
+def assert_one_line_error(code: int, err: str) -> None:
+    assert code == 1, err
+    assert err.startswith("qconvert: error:"), err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_broken_files_subprocess(tmp_path: Path, example_tflite: Path) -> None:
+    empty = tmp_path / "empty.tflite"
+    empty.write_bytes(b"")
+    proc = run("dump", str(empty))
+    assert_one_line_error(proc.returncode, proc.stderr)
+    assert "empty" in proc.stderr and proc.stdout == ""
+    cut = tmp_path / "cut.tflite"
+    cut.write_bytes(example_tflite.read_bytes()[:1000])
+    proc = run("dump", "--json", str(cut))
+    assert_one_line_error(proc.returncode, proc.stderr)
+    assert "not a TFLite file" in proc.stderr and proc.stdout == ""
+
+
+def test_broken_files(tmp_path: Path, example_tflite: Path, capsys) -> None:
+    good = example_tflite.read_bytes()
+    cases = {"random": np.random.default_rng(1234).integers(0, 256, 4096, dtype=np.uint8).tobytes(),
+             "identifier": good[:4] + b"XXXX" + good[8:], "tiny": good[:5]}
+    for k, off in enumerate(np.linspace(8, len(good) - 1, 10).astype(int)):
+        cases[f"cut{k}@{off}"] = good[:off]
+    for name, content in cases.items():
+        path = tmp_path / f"{name}.tflite"
+        path.write_bytes(content)
+        for args in ([str(path)], ["--json", str(path)]):
+            capsys.readouterr()
+            code = main(["dump", *args])
+            out, err = capsys.readouterr()
+            assert_one_line_error(code, err)
+            assert out == "", name
+            assert "not a TFLite file" in err, (name, err)
+    capsys.readouterr()
+    assert main(["dump", str(tmp_path / "missing.tflite")]) == 1
+    assert "no such file" in capsys.readouterr().err
