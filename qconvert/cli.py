@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import math
 import sys
+import time
 from typing import Sequence
 
 import click
 
-COMMANDS = ("convert", "dump")
+COMMANDS = ("convert", "batch", "dump")
 
 
 class _DefaultToConvert(click.Group):
@@ -69,6 +70,7 @@ def cli() -> None:
 
     \b
     qconvert MODEL.pb --inputs-range input=-1,1      (same as: qconvert convert ...)
+    qconvert batch models/ --manifest models.toml --report report.json
     qconvert dump MODEL.tflite
     """
 
@@ -85,9 +87,11 @@ def cli() -> None:
 @click.option("--dump-after", "dump_after", multiple=True,
               type=click.Choice(["import", "inputs", "legalize", "fold", "prepare", "quantize"]),
               help="Print the IR after this stage. Repeatable.")
+@click.option("--report", "report", metavar="FILE|-", help="Write a JSON report (format: see README); - for stdout.")
 @click.option("--debug", is_flag=True, help="Show a traceback on errors.")
 def convert(model: str, output: str | None, ranges: tuple[str, ...], shapes: tuple[str, ...],
-            inputs: tuple[str, ...], outputs: tuple[str, ...], dump_after: tuple[str, ...], debug: bool) -> None:
+            inputs: tuple[str, ...], outputs: tuple[str, ...], dump_after: tuple[str, ...], report: str | None,
+            debug: bool) -> None:
     """Convert a frozen QAT GraphDef MODEL.pb to a fully-int8 TFLite model."""
     input_ranges = {}
     for text in ranges:
@@ -101,13 +105,53 @@ def convert(model: str, output: str | None, ranges: tuple[str, ...], shapes: tup
         from qconvert import api
 
         target = output or str(api.default_output(model))
-        result = api.convert_graph(model, input_ranges, input_shapes, _names(inputs), _names(outputs), dump_after)
-        api.write_atomic(target, result.model)
+        t0 = time.perf_counter()
+        try:
+            result = api.convert_graph(model, input_ranges, input_shapes, _names(inputs), _names(outputs), dump_after)
+            api.write_atomic(target, result.model)
+        except Exception as exc:
+            if report:
+                from qconvert.batch import build_record, write_report
+
+                write_report(report, [build_record(model, target, error=exc, seconds=time.perf_counter() - t0)])
+            raise
+        if report:
+            from qconvert.batch import build_record, write_report
+
+            write_report(report, [build_record(model, target, result.model, result.notes,
+                                               seconds=time.perf_counter() - t0)])
         for note in result.notes:
             click.echo(f"qconvert: note: {note}", err=True)
         g = result.graph
         click.echo(f"wrote {target}: {len(g.nodes)} ops, {len(result.model)} bytes, "
-                   f"inputs {', '.join(_io(g, n) for n in g.inputs)}; outputs {', '.join(_io(g, n) for n in g.outputs)}")
+                   f"inputs {', '.join(_io(g, n) for n in g.inputs)}; outputs {', '.join(_io(g, n) for n in g.outputs)}",
+                   err=report == "-")
+
+    _guard(work, debug)
+
+
+@cli.command()
+@click.argument("models", nargs=-1, metavar="MODEL|DIR|GLOB...")
+@click.option("--manifest", "manifest", type=click.Path(dir_okay=False, path_type=str),
+              help="TOML manifest: [defaults] and [[model]] entries (see README).")
+@click.option("-j", "--jobs", "jobs", type=click.IntRange(min=1), default=None,
+              help="Worker processes (default: CPU count; 1 converts in this process).")
+@click.option("--report", "report", metavar="FILE|-", help="Write a JSON report; - for stdout.")
+@click.option("--check", is_flag=True, help="Convert in memory, compare with the existing outputs, write nothing.")
+@click.option("--debug", is_flag=True, help="Show a traceback on errors.")
+def batch(models: tuple[str, ...], manifest: str | None, jobs: int | None, report: str | None, check: bool,
+          debug: bool) -> None:
+    """Convert many models (files, directories of *.pb, globs) in parallel.
+
+    Exit 0 when all converted (or, with --check, all up to date), 1 otherwise.
+    """
+
+    def work() -> None:
+        from qconvert.batch import batch as run_batch
+
+        status = run_batch(models, manifest, jobs, report, check, echo=lambda s: click.echo(s, err=True))
+        if status:
+            sys.exit(status)
 
     _guard(work, debug)
 
