@@ -10,12 +10,11 @@ from __future__ import annotations
 import glob
 import hashlib
 import json
-import math
 import os
 import re
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -50,19 +49,12 @@ class Job:
 # ---------------------------------------------------------------- manifest and model list
 
 def _parse_range(text: str, where: str) -> tuple[str | None, tuple[float, float]]:
-    name, sep, rng = str(text).rpartition("=")
-    if not sep:
-        name, rng = "", str(text)
-    parts = rng.split(",")
+    from qconvert.args import parse_range
+
     try:
-        if len(parts) != 2:
-            raise ValueError
-        lo, hi = float(parts[0]), float(parts[1])
-    except ValueError:
-        raise _usage(f"{where}: '{text}': expected [NAME=]MIN,MAX, e.g. input=-1,1") from None
-    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
-        raise _usage(f"{where}: '{text}': MIN and MAX must be finite and MIN < MAX")
-    return (name or None), (lo, hi)
+        return parse_range(text)
+    except ValueError as exc:
+        raise _usage(f"{where}: {exc}") from None
 
 
 def _ranges(value: Any, where: str) -> dict:

@@ -8,7 +8,6 @@ imported inside the commands so that ``--help`` stays fast.
 
 from __future__ import annotations
 
-import math
 import sys
 import time
 from typing import Sequence
@@ -28,21 +27,12 @@ class _DefaultToConvert(click.Group):
 
 
 def _parse_range(text: str) -> tuple[str | None, tuple[float, float]]:
-    name, sep, rng = text.rpartition("=")
-    if not sep:
-        name, rng = "", text
-    parts = rng.split(",")
-    if len(parts) != 2:
-        raise click.BadParameter(f"'{text}': expected [NAME=]MIN,MAX, e.g. input=-1,1")
+    from qconvert.args import parse_range
+
     try:
-        lo, hi = float(parts[0]), float(parts[1])
-    except ValueError:
-        raise click.BadParameter(f"'{text}': MIN and MAX must be numbers, e.g. input=-1,1") from None
-    if not (math.isfinite(lo) and math.isfinite(hi)):
-        raise click.BadParameter(f"'{text}': MIN and MAX must be finite")
-    if not lo < hi:
-        raise click.BadParameter(f"'{text}': MIN must be less than MAX")
-    return (name or None), (lo, hi)
+        return parse_range(text)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
 
 
 def _parse_shape(text: str) -> tuple[str, list[int]]:

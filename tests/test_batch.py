@@ -203,7 +203,7 @@ def test_globs_and_default_outputs(tmp_path: Path) -> None:
     ("[defaults]\nrange = '-1,1'\n", "unknown key 'range'"),
     ("[[model]]\npath = 'x.pb'\nspeed = 1\n", "unknown key 'speed'"),
     ("[other]\n", "unknown key 'other'"),
-    ("[defaults]\ninputs_range = '1,-1'\n", "MIN < MAX"),
+    ("[defaults]\ninputs_range = '1,-1'\n", "MIN must be less than MAX"),
 ])
 def test_bad_manifest_is_a_usage_error(tmp_path: Path, manifest: str, message: str, capsys) -> None:
     shutil.copy(DIGITS, tmp_path / "a.pb")
