@@ -29,6 +29,8 @@ def convert_graph(
     outputs: Sequence[str] | None = None,
     dump_after: Sequence[str] = (),
     dump_to: TextIO | None = None,
+    default_ranges: tuple[float, float] | None = None,
+    allow_float: bool = False,
 ) -> Result:
     from qconvert.converter.graphdef import parse_graphdef, read_graphdef
     from qconvert.converter.importer import import_graph
@@ -37,7 +39,8 @@ def convert_graph(
 
     raw = parse_graphdef(model) if isinstance(model, (bytes, bytearray)) else read_graphdef(model)
     graph = import_graph(raw, inputs, outputs, input_shapes)
-    options = Options(dict(input_ranges or {}), dict(input_shapes or {}), inputs, outputs, tuple(dump_after), dump_to)
+    options = Options(dict(input_ranges or {}), dict(input_shapes or {}), inputs, outputs, tuple(dump_after), dump_to,
+                      default_ranges, allow_float)
     graph = run(graph, options)
     return Result(write_model(graph, description=_description()), graph, list(graph.notes))
 

@@ -78,11 +78,18 @@ def cli() -> None:
               type=click.Choice(["import", "inputs", "legalize", "fold", "prepare", "quantize"]),
               help="Print the IR after this stage. Repeatable.")
 @click.option("--report", "report", metavar="FILE|-", help="Write a JSON report (format: see README); - for stdout.")
+@click.option("--default-ranges", "default_ranges", metavar="MIN,MAX",
+              help="Range for every tensor with none (dummy quantization, for experiments; each use is reported).")
 @click.option("--debug", is_flag=True, help="Show a traceback on errors.")
 def convert(model: str, output: str | None, ranges: tuple[str, ...], shapes: tuple[str, ...],
             inputs: tuple[str, ...], outputs: tuple[str, ...], dump_after: tuple[str, ...], report: str | None,
-            debug: bool) -> None:
+            default_ranges: str | None, debug: bool) -> None:
     """Convert a frozen QAT GraphDef MODEL.pb to a fully-int8 TFLite model."""
+    defaults = None
+    if default_ranges is not None:
+        name, defaults = _parse_range(default_ranges)
+        if name is not None:
+            raise click.BadParameter(f"'{default_ranges}': expected MIN,MAX", param_hint="--default-ranges")
     input_ranges = {}
     for text in ranges:
         name, rng = _parse_range(text)
@@ -97,7 +104,8 @@ def convert(model: str, output: str | None, ranges: tuple[str, ...], shapes: tup
         target = output or str(api.default_output(model))
         t0 = time.perf_counter()
         try:
-            result = api.convert_graph(model, input_ranges, input_shapes, _names(inputs), _names(outputs), dump_after)
+            result = api.convert_graph(model, input_ranges, input_shapes, _names(inputs), _names(outputs), dump_after,
+                                       default_ranges=defaults)
             api.write_atomic(target, result.model)
         except Exception as exc:
             if report:

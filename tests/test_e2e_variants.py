@@ -74,3 +74,23 @@ def test_unknown_batch_becomes_one() -> None:
     fixed = convert(m.graph_def, m.input_ranges, None, m.inputs, m.outputs)
     unknown = convert(gd.SerializeToString(), m.input_ranges, None, m.inputs, m.outputs)
     assert fixed == unknown
+
+
+@pytest.mark.parametrize("name", sorted(variants.TF_LEAVES_FLOAT))
+def test_default_ranges_match_tensorflow_default_ranges_stats(name: str, tmp_path) -> None:
+    import tensorflow as tf
+
+    from qconvert.api import convert_graph
+
+    m = build(name)
+    pb = tmp_path / "m.pb"
+    pb.write_bytes(m.graph_def)
+    c = tf.compat.v1.lite.TFLiteConverter.from_frozen_graph(str(pb), m.inputs, m.outputs, m.shapes)
+    c.inference_type = tf.int8
+    c.quantized_input_stats = {n: (-128 - lo * 255 / (hi - lo), 255 / (hi - lo)) for n, (lo, hi) in m.input_ranges.items()}
+    c.default_ranges_stats = (-3.0, 3.0)
+    theirs = c.convert()
+    assert oracle.float_tensors(theirs) == []
+    result = convert_graph(m.graph_def, m.input_ranges, m.shapes, m.inputs, m.outputs, default_ranges=(-3.0, 3.0))
+    assert any("--default-ranges -3,3 used for 1 tensor" in n and variants.TF_LEAVES_FLOAT[name] in n for n in result.notes)
+    oracle.compare_models(result.model, theirs, n_inputs=16, seed=2)

@@ -27,6 +27,8 @@ class Options:
     outputs: Sequence[str] | None = None
     dump_after: Sequence[str] = ()
     dump_to: TextIO | None = None
+    default_ranges: tuple[float, float] | None = None
+    allow_float: bool = False
 
 
 class InvariantError(ConversionError):
@@ -40,6 +42,7 @@ def stages(options: Options) -> list[tuple[str, list[Pass]]]:
     from qconvert.legalize.input_ranges import set_input_ranges
     from qconvert.legalize.tf_ops import legalize_ops
     from qconvert.prepare.check import check_quantizable
+    from qconvert.prepare.default_ranges import apply_default_ranges
     from qconvert.prepare.drop_fake_quant import drop_fake_quant
     from qconvert.prepare.fold_constants import fold_constants
     from qconvert.prepare.fuse import fold_mul_into_weights, fuse_activation, fuse_bias_add
@@ -56,14 +59,19 @@ def stages(options: Options) -> list[tuple[str, list[Pass]]]:
         move_reshape_above_fake_quant(graph)
         return graph
 
-    set_ranges = partial(set_input_ranges, ranges=options.input_ranges)
+    set_ranges = partial(set_input_ranges, ranges=options.input_ranges, default=options.default_ranges)
+
+    def default_ranges(graph: Graph) -> Graph:
+        if options.default_ranges is None:
+            return graph
+        return propagate_quant_params(apply_default_ranges(graph, options.default_ranges))
     set_ranges.__name__ = "set_input_ranges"  # type: ignore[attr-defined]
     return [
         ("inputs", [move_reshapes, set_ranges]),
         ("legalize", [fold_dilated_conv, legalize_fake_quant, legalize_clamps, legalize_ops]),
         ("fold", [fold_constants, hoist_layout, fold_constants, drop_fake_quant, remove_identity_arith]),
         ("prepare", [fuse_bias_add, fold_mul_into_weights, fuse_bias_add, fuse_activation,
-                     propagate_quant_params, check_quantizable]),
+                     propagate_quant_params, default_ranges, check_quantizable]),
         (
             "quantize",
             [drop_back_to_back_fake_quant, quantize_constants, fold_quantized_ops, fold_requantize, fuse_quantized_activation, quantize_io,

@@ -713,3 +713,10 @@ def value_range_params_per_channel(
         scale=tuple(p.scale[0] for p in per), zero_point=tuple(p.zero_point[0] for p in per),
         axis=axis, qmin=qmin, qmax=qmax, dtype="int8",
     )
+
+
+def signed_range_params(rmin: float, rmax: float) -> QuantParams:
+    """``fakeQuantAttrsToType(8 bits, rmin, rmax, narrow_range=false, is_signed=true)`` as
+    TensorFlow's DefaultQuantParams pass applies ``default_ranges_stats`` (default_quant_params.cc)."""
+    scale, zp = _nudged_scale_and_zero_point(-128, 127, float(rmin), float(rmax))
+    return QuantParams(scale=(scale,), zero_point=(zp,), axis=None, qmin=-128, qmax=127, dtype="int8")

@@ -42,8 +42,10 @@ def resolve_ranges(graph: Graph, ranges: Mapping[str | None, tuple[float, float]
     return out
 
 
-def set_input_ranges(graph: Graph, ranges: Mapping[str | None, tuple[float, float]]) -> Graph:
-    from qconvert.converter.quant_math import input_range_params
+def set_input_ranges(
+    graph: Graph, ranges: Mapping[str | None, tuple[float, float]], default: tuple[float, float] | None = None
+) -> Graph:
+    from qconvert.converter.quant_math import input_range_params, signed_range_params
 
     named = resolve_ranges(graph, ranges)
     for name in graph.inputs:
@@ -54,6 +56,10 @@ def set_input_ranges(graph: Graph, ranges: Mapping[str | None, tuple[float, floa
                     f"input '{name}': the FakeQuant '{readers[0].name}' after it sets its range; "
                     f"--inputs-range {name}={named[name][0]:g},{named[name][1]:g} is ignored (as in TensorFlow)"
                 )
+            continue
+        if name not in named and default is not None:
+            graph.notes.append(f"input '{name}' has no range: --default-ranges {default[0]:g},{default[1]:g} used")
+            insert_qdq_after(graph, name, signed_range_params(*default), "default")
             continue
         if name not in named:
             raise ConversionError(

@@ -1,0 +1,274 @@
+"""Fuzz qconvert with mutated .pb and .tflite files, in process.
+
+    python bench/fuzz.py --count 20000 --seed 0 [--kind pb|tflite|both]
+
+Every input must end with exit code 0, 1 or 2, without "internal error" or
+"Traceback" on stderr, within --timeout seconds. Prints counts per exit code,
+the worst per-input time, max RSS, and every failing input (saved under
+--save-dir for reproduction). tests/test_fuzz.py imports the generators from here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import os
+import random
+import resource
+import signal
+import struct
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+EXAMPLE = ROOT / "models" / "example_qat.pb"
+
+
+# ---------------------------------------------------------------------------
+# Generators
+# ---------------------------------------------------------------------------
+
+
+def mutate(data: bytes, rng: random.Random) -> tuple[str, bytes]:
+    """One random mutation of ``data``: (kind, mutated bytes)."""
+    kind = rng.choice(("bitflip", "truncate", "splice", "duplicate", "bytes"))
+    buf = bytearray(data)
+    n = len(buf)
+    if kind == "bitflip":
+        for _ in range(rng.randint(1, 8)):
+            i = rng.randrange(n)
+            buf[i] ^= 1 << rng.randrange(8)
+    elif kind == "truncate":
+        buf = buf[: rng.randrange(n)]
+    elif kind == "splice":  # replace a slice with random bytes of another length
+        i = rng.randrange(n)
+        j = min(n, i + rng.randint(1, 64))
+        buf[i:j] = bytes(rng.randrange(256) for _ in range(rng.randint(0, 64)))
+    elif kind == "duplicate":  # copy a slice elsewhere (duplicated / overlapping protobuf fields)
+        i = rng.randrange(n)
+        j = min(n, i + rng.randint(1, 512))
+        k = rng.randrange(n + 1)
+        buf[k:k] = buf[i:j]
+    else:  # set a few bytes to interesting values
+        for _ in range(rng.randint(1, 4)):
+            i = rng.randrange(n)
+            buf[i] = rng.choice((0x00, 0x01, 0x7F, 0x80, 0xFF))
+    return kind, bytes(buf)
+
+
+def mutations(base: bytes, count: int, seed: int) -> Iterator[tuple[str, bytes]]:
+    rng = random.Random(seed)
+    for _ in range(count):
+        yield mutate(base, rng)
+
+
+def crafted_tflite(base: bytes, limit: int = 2048) -> Iterator[tuple[str, bytes]]:
+    """Every aligned word in the first ``limit`` bytes set to a huge value, and to 0
+    (a uoffset of 0 points to itself); plus the root table's vtable offset set to 0."""
+    for off in range(0, min(limit, len(base) - 3), 4):
+        for value in (0x7FFFFFF0, 0):
+            buf = bytearray(base)
+            struct.pack_into("<I", buf, off, value)
+            yield f"word@{off}={value:#x}", bytes(buf)
+    root = struct.unpack_from("<I", base, 0)[0]
+    buf = bytearray(base)
+    struct.pack_into("<i", buf, root, 0)  # table's vtable is the table itself
+    yield "root-vtable-self", bytes(buf)
+    buf = bytearray(base)
+    struct.pack_into("<I", buf, 0, 0)  # root offset points to itself
+    yield "root-self", bytes(buf)
+    buf = bytearray(base)
+    struct.pack_into("<i", buf, root, -(len(base) * 4))  # vtable far outside the file
+    yield "root-vtable-out", bytes(buf)
+
+
+def tiny_graphdef() -> bytes:
+    """Placeholder -> FakeQuant(min/max Consts) -> Relu -> FakeQuant, built without TensorFlow."""
+    from qconvert.converter.graphdef import DT, GraphDef
+
+    g = GraphDef()
+
+    def const(name: str, value: float) -> None:
+        n = g.node.add(name=name, op="Const")
+        n.attr["dtype"].type = DT["DT_FLOAT"]
+        t = n.attr["value"].tensor
+        t.dtype = DT["DT_FLOAT"]
+        t.float_val.append(value)
+
+    def fq(name: str, x: str, lo: float, hi: float) -> None:
+        const(f"{name}/min", lo)
+        const(f"{name}/max", hi)
+        n = g.node.add(name=name, op="FakeQuantWithMinMaxVars", input=[x, f"{name}/min", f"{name}/max"])
+        n.attr["num_bits"].i = 8
+        n.attr["narrow_range"].b = False
+
+    p = g.node.add(name="input", op="Placeholder")
+    p.attr["dtype"].type = DT["DT_FLOAT"]
+    for d in (1, 4, 4, 3):
+        p.attr["shape"].shape.dim.add(size=d)
+    fq("in/fq", "input", -1.0, 1.0)
+    r = g.node.add(name="relu", op="Relu", input=["in/fq"])
+    r.attr["T"].type = DT["DT_FLOAT"]
+    fq("output", "relu", 0.0, 1.0)
+    return g.SerializeToString()
+
+
+# ---------------------------------------------------------------------------
+# Running
+# ---------------------------------------------------------------------------
+
+
+class Hang(BaseException):
+    """Raised by the alarm; a BaseException so qconvert's guard does not swallow it."""
+
+
+@dataclass
+class Outcome:
+    code: int | str
+    seconds: float
+    stderr: str
+
+    @property
+    def bad(self) -> bool:
+        return (self.code not in (0, 1, 2) or "internal error" in self.stderr
+                or "Traceback" in self.stderr)
+
+
+def run_main(argv: list[str], timeout: float = 10.0) -> Outcome:
+    """``qconvert.cli.main(argv)`` with stdout/stderr captured and a wall-clock limit."""
+    from qconvert.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+
+    def on_alarm(signum, frame):  # noqa: ARG001
+        raise Hang()
+
+    old = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, timeout)
+    t0 = time.perf_counter()
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code: int | str = main(argv)
+    except Hang:
+        code = "hang"
+    except BaseException as exc:  # noqa: BLE001 - anything escaping main() is a bug
+        import traceback
+
+        code = f"raised {type(exc).__name__}"
+        err.write("Traceback (escaped main)\n" + traceback.format_exc())
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    return Outcome(code, time.perf_counter() - t0, err.getvalue())
+
+
+@dataclass
+class Stats:
+    codes: Counter = field(default_factory=Counter)
+    worst: float = 0.0
+    worst_case: str = ""
+    failures: list[tuple[str, Outcome, bytes]] = field(default_factory=list)
+
+    def add(self, label: str, outcome: Outcome, data: bytes) -> None:
+        self.codes[outcome.code] += 1
+        if outcome.seconds > self.worst:
+            self.worst, self.worst_case = outcome.seconds, label
+        if outcome.bad:
+            self.failures.append((label, outcome, data))
+
+
+def fuzz_pb(base: bytes, cases: Iterator[tuple[str, bytes]], workdir: Path, timeout: float = 10.0,
+            ranges: str = "-1,1") -> Stats:
+    stats = Stats()
+    src, out = workdir / "m.pb", workdir / "m.tflite"
+    for i, (kind, data) in enumerate(cases):
+        src.write_bytes(data)
+        if out.exists():
+            out.unlink()
+        o = run_main([str(src), "--inputs-range", ranges, "-o", str(out)], timeout)
+        stats.add(f"pb#{i}:{kind}", o, data)
+    return stats
+
+
+def fuzz_tflite(cases: Iterator[tuple[str, bytes]], workdir: Path, timeout: float = 10.0) -> Stats:
+    stats = Stats()
+    src = workdir / "m.tflite"
+    for i, (kind, data) in enumerate(cases):
+        src.write_bytes(data)
+        for extra in ([], ["--json"]):
+            o = run_main(["dump", str(src), *extra], timeout)
+            stats.add(f"tflite#{i}:{kind}{' --json' if extra else ''}", o, data)
+    return stats
+
+
+def max_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
+
+
+def _report(title: str, stats: Stats, save_dir: Path | None, suffix: str) -> None:
+    codes = ", ".join(f"{k}: {v}" for k, v in sorted(stats.codes.items(), key=lambda kv: str(kv[0])))
+    print(f"{title}: {sum(stats.codes.values())} runs; exit codes {{{codes}}}; "
+          f"worst {stats.worst:.3f} s ({stats.worst_case}); failures {len(stats.failures)}")
+    seen: set[str] = set()
+    for label, o, data in stats.failures:
+        first = o.stderr.strip().splitlines()[-1] if o.stderr.strip() else ""
+        key = f"{o.code}|{first.split(':')[2] if first.count(':') >= 2 else first}"
+        path = ""
+        if save_dir is not None:
+            save_dir.mkdir(parents=True, exist_ok=True)
+            p = save_dir / (label.replace(":", "_").replace("#", "_").replace(" ", "").replace("@", "_")
+                            .replace("=", "_") + suffix)
+            p.write_bytes(data)
+            path = f" saved {p}"
+        if key not in seen or len(seen) < 20:
+            print(f"  FAIL {label}: exit {o.code}: {first[:300]}{path}")
+        seen.add(key)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--count", type=int, default=20000, help="mutated inputs per kind (default 20000)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--kind", choices=("pb", "tflite", "both"), default="both")
+    ap.add_argument("--base", choices=("example", "tiny"), default="example", help=".pb to mutate")
+    ap.add_argument("--timeout", type=float, default=10.0, help="per-input limit, seconds")
+    ap.add_argument("--save-dir", type=Path, default=None, help="save failing inputs here")
+    args = ap.parse_args(argv)
+
+    from qconvert import api
+
+    rss0 = max_rss_mb()
+    failed = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        pb = EXAMPLE.read_bytes() if args.base == "example" else tiny_graphdef()
+        if args.kind in ("pb", "both"):
+            t0 = time.perf_counter()
+            stats = fuzz_pb(pb, mutations(pb, args.count, args.seed), work, args.timeout)
+            _report(f".pb ({args.base}, {time.perf_counter() - t0:.1f} s)", stats, args.save_dir, ".pb")
+            failed += len(stats.failures)
+        if args.kind in ("tflite", "both"):
+            tfl = api.convert(EXAMPLE, {None: (-1.0, 1.0)})
+            t0 = time.perf_counter()
+            stats = fuzz_tflite(mutations(tfl, args.count, args.seed), work, args.timeout)
+            _report(f".tflite mutated ({time.perf_counter() - t0:.1f} s)", stats, args.save_dir, ".tflite")
+            failed += len(stats.failures)
+            stats = fuzz_tflite(crafted_tflite(tfl), work, args.timeout)
+            _report(".tflite crafted", stats, args.save_dir, ".tflite")
+            failed += len(stats.failures)
+    rss1 = max_rss_mb()
+    print(f"max RSS {rss1:.0f} MB (start {rss0:.0f} MB, growth {rss1 - rss0:+.0f} MB)")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
