@@ -80,10 +80,12 @@ def cli() -> None:
 @click.option("--report", "report", metavar="FILE|-", help="Write a JSON report (format: see README); - for stdout.")
 @click.option("--default-ranges", "default_ranges", metavar="MIN,MAX",
               help="Range for every tensor with none (dummy quantization, for experiments; each use is reported).")
+@click.option("--allow-float", "allow_float", is_flag=True,
+              help="Leave ops that cannot be quantized in float (DEQUANTIZE/QUANTIZE around them) instead of failing.")
 @click.option("--debug", is_flag=True, help="Show a traceback on errors.")
 def convert(model: str, output: str | None, ranges: tuple[str, ...], shapes: tuple[str, ...],
             inputs: tuple[str, ...], outputs: tuple[str, ...], dump_after: tuple[str, ...], report: str | None,
-            default_ranges: str | None, debug: bool) -> None:
+            default_ranges: str | None, allow_float: bool, debug: bool) -> None:
     """Convert a frozen QAT GraphDef MODEL.pb to a fully-int8 TFLite model."""
     defaults = None
     if default_ranges is not None:
@@ -105,7 +107,7 @@ def convert(model: str, output: str | None, ranges: tuple[str, ...], shapes: tup
         t0 = time.perf_counter()
         try:
             result = api.convert_graph(model, input_ranges, input_shapes, _names(inputs), _names(outputs), dump_after,
-                                       default_ranges=defaults)
+                                       default_ranges=defaults, allow_float=allow_float)
             api.write_atomic(target, result.model)
         except Exception as exc:
             if report:

@@ -129,3 +129,24 @@ def test_help_is_usage_not_error() -> None:
     assert proc.returncode == 0 and "convert" in proc.stdout
     proc = run("convert", "--bogus-flag")
     assert proc.returncode == 2
+
+
+def test_default_ranges_and_allow_float_flags(tmp_path: Path, capsys) -> None:
+    from qconvert.converter.graphdef import GraphDef
+
+    gd = GraphDef.FromString(EXAMPLE.read_bytes())
+    # drop the FakeQuant after the first convolution's ReLU: its readers now read the ReLU directly
+    fq = next(n for n in gd.node if n.name == "conv1/fq")
+    src = fq.input[0]
+    for n in gd.node:
+        n.input[:] = [src if i == "conv1/fq" else i for i in n.input]
+    pb = tmp_path / "missing.pb"
+    pb.write_bytes(gd.SerializeToString())
+    out = tmp_path / "m.tflite"
+    assert main([str(pb), "--inputs-range", "-1,1", "-o", str(out)]) == 1
+    assert "'Relu'" in capsys.readouterr().err and not out.exists()
+    assert main([str(pb), "--inputs-range", "-1,1", "-o", str(out), "--allow-float"]) == 0
+    assert "stays float32" in capsys.readouterr().err
+    assert main([str(pb), "--inputs-range", "-1,1", "-o", str(out), "--default-ranges", "0,6"]) == 0
+    assert "--default-ranges 0,6 used for 1 tensor" in capsys.readouterr().err
+    assert main([str(pb), "--inputs-range", "-1,1", "-o", str(out), "--default-ranges", "6,0"]) == 2

@@ -94,3 +94,17 @@ def test_default_ranges_match_tensorflow_default_ranges_stats(name: str, tmp_pat
     result = convert_graph(m.graph_def, m.input_ranges, m.shapes, m.inputs, m.outputs, default_ranges=(-3.0, 3.0))
     assert any("--default-ranges -3,3 used for 1 tensor" in n and variants.TF_LEAVES_FLOAT[name] in n for n in result.notes)
     oracle.compare_models(result.model, theirs, n_inputs=16, seed=2)
+
+
+@pytest.mark.parametrize("name", sorted(variants.TF_LEAVES_FLOAT))
+def test_allow_float_matches_tensorflows_float_fallback(name: str) -> None:
+    """With --allow-float the ops TF leaves in float stay float here too, reported by name;
+    LiteRT runs the model and its outputs equal TF's (which does this silently)."""
+    from qconvert.api import convert_graph
+
+    m = build(name)
+    result = convert_graph(m.graph_def, m.input_ranges, m.shapes, m.inputs, m.outputs, allow_float=True)
+    stays = [n for n in result.notes if "stays float32 (--allow-float)" in n]
+    assert stays and any(variants.TF_LEAVES_FLOAT[name] in n for n in stays)
+    assert oracle.float_tensors(result.model), "the float part should be in the model"
+    oracle.compare_models(result.model, oracle.tf_convert(m), n_inputs=16, seed=4)

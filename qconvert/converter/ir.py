@@ -94,6 +94,7 @@ class Graph:
         self.input_names: list[str] = []  # placeholder names, given back to int8 inputs
         self.output_names: list[str] = []  # names the user asked for, given to outputs at the end
         self.notes: list[str] = []  # warnings for the user (printed on stderr by the CLI)
+        self.allow_float = False  # --allow-float: ops that cannot be quantized stay float
         self._producer: dict[str, Node] | None = None
         self._consumers: dict[str, list[Node]] | None = None
         self._names: set[str] = set()

@@ -52,7 +52,7 @@ def stages(options: Options) -> list[tuple[str, list[Pass]]]:
     from qconvert.quantize_pass.back_to_back import drop_back_to_back_fake_quant
     from qconvert.quantize_pass.constants import quantize_constants
     from qconvert.quantize_pass.finalize import assign_versions, check_int8, requant_metadata, tidy_names
-    from qconvert.quantize_pass.fold_ops import fold_quantized_ops, fold_requantize
+    from qconvert.quantize_pass.fold_ops import float_op_constants, fold_quantized_ops, fold_requantize
     from qconvert.quantize_pass.io import quantize_io
 
     def move_reshapes(graph: Graph) -> Graph:
@@ -74,7 +74,7 @@ def stages(options: Options) -> list[tuple[str, list[Pass]]]:
                      propagate_quant_params, default_ranges, check_quantizable]),
         (
             "quantize",
-            [drop_back_to_back_fake_quant, quantize_constants, fold_quantized_ops, fold_requantize, fuse_quantized_activation, quantize_io,
+            [drop_back_to_back_fake_quant, float_op_constants, quantize_constants, fold_quantized_ops, fold_requantize, fuse_quantized_activation, quantize_io,
              _rename_io, tidy_names, check_int8, assign_versions, requant_metadata],
         ),
     ]
@@ -113,6 +113,7 @@ def check_invariants(graph: Graph) -> None:
 
 def run(graph: Graph, options: Options) -> Graph:
     graph.input_names = list(graph.inputs)
+    graph.allow_float = options.allow_float
     _maybe_dump(graph, "import", options)
     for stage, passes in stages(options):
         for p in passes:

@@ -23,8 +23,13 @@ def _scale(graph: Graph, name: str) -> float:
 
 def assign_versions(graph: Graph) -> Graph:
     for node in graph.nodes:
+        if node.op in ("QUANTIZE", "DEQUANTIZE"):
+            node.attrs = {}  # bookkeeping (who set the parameters) is not a TFLite option
         row = TFL_OPS.get(node.op)
         node.version = row.int8_version if row is not None else 1
+        if node.attrs.get("_float"):
+            node.version = 1
+            continue
         if node.op == "MUL":
             a, b, o = (np.float32(_scale(graph, t)) for t in (*node.inputs[:2], node.outputs[0]))
             if np.float32(a * b) / o >= 1.0:
@@ -51,6 +56,7 @@ def check_int8(graph: Graph) -> Graph:
     floats = [
         f"{n.op} '{n.name}' tensor '{t}'"
         for n in graph.nodes
+        if not (graph.allow_float and (n.attrs.get("_float") or n.op in ("QUANTIZE", "DEQUANTIZE")))
         for t in n.inputs + n.outputs
         if graph.tensors[t].dtype == "float32"
     ]
@@ -112,6 +118,8 @@ def requant_metadata(graph: Graph) -> Graph:
 
     records = []
     for index, node in enumerate(graph.nodes):
+        if node.attrs.get("_float") or any(graph.tensors[t].dtype == "float32" for t in node.inputs + node.outputs):
+            continue
         rec = _record(graph, index, node)
         if rec is not None:
             records.append(rec)

@@ -25,6 +25,8 @@ def fold_quantized_ops(graph: Graph) -> Graph:
         row = TFL_OPS.get(node.op)
         if row is None or row.rule is Rule.QUANT:
             continue
+        if node.attrs.get("_float"):
+            continue
         for slot, name in enumerate(node.inputs):
             prod = graph.producer(name)
             if prod is not None and prod.op == "DEQUANTIZE":
@@ -89,3 +91,22 @@ def _fold_trivial_requantize(graph: Graph) -> None:
         graph.touch()
     graph.remove_nodes(dead)
     graph.prune()
+
+
+def float_op_constants(graph: Graph) -> Graph:
+    """--allow-float: a float op reads its constants (weights, biases, operands) as float:
+    the value a Q → DQ pair would have quantized, i.e. the fake-quantized weight or the
+    original constant, as TensorFlow's float fallback does."""
+    for node in graph.nodes:
+        if not node.attrs.get("_float"):
+            continue
+        for slot, name in enumerate(node.inputs):
+            prod = graph.producer(name)
+            if prod is None or prod.op != "DEQUANTIZE":
+                continue
+            q = graph.producer(prod.inputs[0])
+            if q is not None and q.op == "QUANTIZE" and graph.is_const(q.inputs[0]):
+                node.inputs[slot] = q.inputs[0]
+                graph.touch()
+    graph.prune()
+    return graph

@@ -18,6 +18,9 @@ def quantize_io(graph: Graph) -> Graph:
     for name in graph.inputs:
         qs = [n for n in graph.consumers(name) if n.op == "QUANTIZE"]
         others = [n for n in graph.consumers(name) if n.op != "QUANTIZE"]
+        if graph.allow_float and (not qs or others):
+            new_inputs.append(name)  # a float op reads it: the input stays float
+            continue
         if not qs or others:
             raise ConversionError(f"input '{name}' is read by an op that is not quantized")
         first = qs[0]
@@ -29,6 +32,9 @@ def quantize_io(graph: Graph) -> Graph:
     outs = []
     for name in graph.outputs:
         dq = graph.producer(name)
+        if graph.allow_float and (dq is None or dq.op != "DEQUANTIZE"):
+            outs.append(name)  # produced by a float op: the output stays float
+            continue
         if dq is None or dq.op != "DEQUANTIZE":
             raise ConversionError(f"output '{name}' is not quantized; add a FakeQuant before it")
         outs.append(dq.inputs[0])
