@@ -424,7 +424,7 @@ def _quant_text(q: dict[str, Any] | None) -> str:
         return f"scale={s[0]:.6g} zp={z[0] if z else 0}"
     finite = [v for v in s if v is not None] or [0.0]
     zs = sorted(set(z))
-    zp = f"zp={zs[0]}" if len(zs) == 1 else f"zp={zs[0]}..{zs[-1]}"
+    zp = "zp=none" if not zs else f"zp={zs[0]}" if len(zs) == 1 else f"zp={zs[0]}..{zs[-1]}"
     return f"{len(s)} scales {min(finite):.4g}..{max(finite):.4g} {zp} dim={q['quantized_dimension']}"
 
 

@@ -2,8 +2,8 @@
 
 Generators and the in-process runner live in bench/fuzz.py (the long version).
 Each corpus is run once per module; the contract checks (exit code 0/1/2, no
-traceback, time bound, memory) must pass, while "no internal error" is xfail
-until the bugs the fuzzer found are fixed (see the xfail tests at the bottom).
+traceback, time bound, memory) must pass, and so must "no internal error" (the
+bugs the fuzzer found are fixed; regression tests at the bottom).
 """
 
 from __future__ import annotations
@@ -81,8 +81,6 @@ def test_mutated_pb_contract(pb_stats) -> None:
     _contract(stats, growth)
 
 
-@pytest.mark.xfail(strict=False, reason="pb#1697 (seed 0): huge FakeQuant max -> internal ValueError; see "
-                   "test_bad_inputs.py::test_bug_huge_fake_quant_max")
 def test_mutated_pb_no_internal_error(pb_stats) -> None:
     stats, _ = pb_stats
     assert not _internal_errors(stats), _internal_errors(stats)
@@ -111,12 +109,10 @@ def test_tiny_graph_converts_and_survives_mutation(tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------------------
-# Bugs found by the fuzzer (xfail until fixed)
+# Bugs the fuzzer found (fixed): regression tests
 # ---------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=False, reason="BUG: dump text of a quantization with scales but no zero_points: "
-                   "IndexError in dump._quant_text (found as tflite#2696, seed 0, bench/fuzz.py --count 3000)")
 def test_bug_dump_quantization_without_zero_points(tflite_model: bytes, tmp_path: Path) -> None:
     data = bytearray(tflite_model)
     assert data[11472:11480] == bytes.fromhex("4c00000008000000"), "converter output changed; re-derive the offset"

@@ -177,7 +177,8 @@ def import_graph(
         if any(d <= 0 for d in shape) or int(np.prod(shape, dtype=np.int64)) > _MAX_ELEMENTS:
             raise ConversionError(f"node '{name}' ({op}) would produce a tensor of shape {list(shape)}")
         graph.add_tensor(Tensor(name, "float32", tuple(int(d) for d in shape)))
-        graph.add_node(Node(op, data_inputs, [name], dict(raw.attrs), name=name))
+        attrs = {k: v for k, v in raw.attrs.items() if v is not None}  # an empty AttrValue = not set
+        graph.add_node(Node(op, data_inputs, [name], attrs, name=name))
 
     graph.outputs = [resolve(o) for o in out_refs]
     graph.output_names = [tensor_name(o) for o in out_refs]

@@ -96,7 +96,8 @@ def float_operands(op: str, inputs: Sequence[str]) -> list[int]:
 
 
 def _attr(node: Any, key: str, default: Any = None) -> Any:
-    return node.attrs.get(key, default)
+    value = node.attrs.get(key)
+    return default if value is None else value
 
 
 def _nhwc_only(node: Any) -> None:

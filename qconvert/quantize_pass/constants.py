@@ -8,7 +8,9 @@ zero point; biases are int32 with zero point 0 (TensorFlow's UniformSupport.h).
 
 from __future__ import annotations
 
-from qconvert.converter.ir import Graph
+import numpy as np
+
+from qconvert.converter.ir import ConversionError, Graph
 
 
 def quantize_constants(graph: Graph) -> Graph:
@@ -20,6 +22,11 @@ def quantize_constants(graph: Graph) -> Graph:
             continue
         out = graph.tensors[node.outputs[0]]
         value = graph.const(node.inputs[0])
+        if not np.isfinite(value).all():
+            raise ConversionError(
+                f"constant '{node.inputs[0]}' contains NaN or infinite values; it cannot be quantized "
+                f"(check the weights and BatchNorm statistics of the frozen graph)"
+            )
         params = out.quant
         if params.dtype == "int32":
             out.data = quantize_bias(value, params.scale if params.axis is not None else params.scale[0])

@@ -120,7 +120,13 @@ def requant_metadata(graph: Graph) -> Graph:
     for index, node in enumerate(graph.nodes):
         if node.attrs.get("_float") or any(graph.tensors[t].dtype == "float32" for t in node.inputs + node.outputs):
             continue
-        rec = _record(graph, index, node)
+        try:
+            rec = _record(graph, index, node)
+        except ValueError as exc:  # TFLite's Prepare would reject these scales too
+            raise ConversionError(
+                f"{node.op} '{node.name}': its quantization parameters are outside what TFLite's kernels "
+                f"accept ({exc}); check the FakeQuant ranges around it"
+            ) from None
         if rec is not None:
             records.append(rec)
     graph.metadata["qconvert_requant"] = encode(records)
