@@ -69,7 +69,7 @@ class Tensor:
         return self.data is not None
 
 
-@dataclass
+@dataclass(eq=False)  # nodes compare by identity: passes look them up in lists
 class Node:
     op: str
     inputs: list[str]
