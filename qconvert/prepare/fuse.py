@@ -42,6 +42,14 @@ def _unfused_reader(graph: Graph, node: Node, ops: tuple[str, ...]) -> Node | No
     return reader
 
 
+def _absorb(graph: Graph, node: Node, reader: Node, bias: np.ndarray, dead: list[Node]) -> None:
+    """``node`` takes over ``reader``'s output with the new ``bias``; ``reader`` goes."""
+    node.inputs[2] = graph.add_const(f"{node.name}/bias", bias)
+    node.outputs = list(reader.outputs)
+    dead.append(reader)
+    graph.touch()
+
+
 def fold_mul_into_weights(graph: Graph) -> Graph:
     """``op(x, w, b) ──▶ MUL(·, m)`` ⇒ ``op(x, w·m, b·m)`` for a per-channel (or scalar) constant m.
 
@@ -88,10 +96,7 @@ def fold_mul_into_weights(graph: Graph) -> Graph:
             if new.axis is None:
                 new = replace(new, scale=new.scale[:1], zero_point=new.zero_point[:1])
             insert_qdq_on_edge(graph, node, 1, new, "weight")
-        node.inputs[2] = graph.add_const(f"{node.name}/bias", (bias * m).astype(np.float32))
-        node.outputs = list(mul.outputs)
-        dead.append(mul)
-        graph.touch()
+        _absorb(graph, node, mul, (bias * m).astype(np.float32), dead)
     graph.remove_nodes(dead)
     graph.prune()
     return graph
@@ -112,10 +117,7 @@ def fuse_bias_add(graph: Graph) -> Graph:
             continue
         c = c.reshape(channels)
         new = bias.data + c if add.op == "ADD" else bias.data - c
-        node.inputs[2] = graph.add_const(f"{node.name}/bias", new.astype(np.float32))
-        node.outputs = list(add.outputs)
-        dead.append(add)
-        graph.touch()
+        _absorb(graph, node, add, new.astype(np.float32), dead)
     graph.remove_nodes(dead)
     graph.prune()
     return graph
