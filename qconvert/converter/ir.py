@@ -2,15 +2,15 @@
 
 A :class:`Graph` holds tensors by name and an ordered list of nodes. Tensors are
 referenced by name everywhere, so a pass rewires a node by editing its
-``inputs``/``outputs`` lists. Producer/consumer look-ups go through an index that
-is rebuilt lazily after a change, so a pass that asks many questions between
-edits pays for one scan, not one per question.
+``inputs``/``outputs`` lists. Those lists report edits to the graph, which keeps
+its producer/consumer index current node by node: a look-up never scans the
+graph, so a pass costs time linear in the nodes it touches.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
 import numpy as np
@@ -69,25 +69,93 @@ class Tensor:
         return self.data is not None
 
 
-@dataclass(eq=False)  # nodes compare by identity: passes look them up in lists
+class _Edges(list):
+    """A node's input or output tensor names. A list that tells the node's graph when it
+    changes, so the producer/consumer index follows every edit without a full rebuild."""
+
+    __slots__ = ("_node",)
+
+    def __init__(self, node: Node, names: Iterable[str]) -> None:
+        super().__init__(names)
+        self._node = node
+
+    def _changed(self) -> None:
+        graph = self._node._graph
+        if graph is not None:
+            graph._dirty[self._node] = None
+
+
+def _reporting(method):  # type: ignore[no-untyped-def]
+    def edit(self, *args):  # type: ignore[no-untyped-def]
+        result = method(self, *args)
+        self._changed()
+        return result
+
+    edit.__name__ = method.__name__
+    return edit
+
+
+for _method in ("__setitem__", "__delitem__", "__iadd__", "__imul__", "append", "extend",
+                "insert", "pop", "remove", "clear", "sort", "reverse"):
+    setattr(_Edges, _method, _reporting(getattr(list, _method)))
+del _method
+
+
 class Node:
-    op: str
-    inputs: list[str]
-    outputs: list[str]
-    attrs: dict[str, Any] = field(default_factory=dict)
-    name: str = ""
-    version: int = 1
+    """One operation. Nodes compare by identity: passes look them up in sets and lists.
+
+    ``inputs`` and ``outputs`` may be reassigned or edited in place; the graph that
+    holds the node sees the change.
+    """
+
+    __slots__ = ("op", "_inputs", "_outputs", "attrs", "name", "version", "_graph")
+
+    def __init__(self, op: str, inputs: Iterable[str], outputs: Iterable[str],
+                 attrs: dict[str, Any] | None = None, name: str = "", version: int = 1) -> None:
+        self._graph: Graph | None = None
+        self.op = op
+        self._inputs = _Edges(self, inputs)
+        self._outputs = _Edges(self, outputs)
+        self.attrs = {} if attrs is None else attrs
+        self.name = name
+        self.version = version
+
+    @property
+    def inputs(self) -> list[str]:
+        return self._inputs
+
+    @inputs.setter
+    def inputs(self, names: Iterable[str]) -> None:
+        self._inputs = _Edges(self, names)
+        self._inputs._changed()
+
+    @property
+    def outputs(self) -> list[str]:
+        return self._outputs
+
+    @outputs.setter
+    def outputs(self, names: Iterable[str]) -> None:
+        self._outputs = _Edges(self, names)
+        self._outputs._changed()
 
     def __str__(self) -> str:
         return f"{self.op} '{self.name}'"
 
+    def __repr__(self) -> str:
+        return f"Node({self.op!r}, {list(self.inputs)!r}, {list(self.outputs)!r}, name={self.name!r})"
+
 
 class Graph:
-    """Tensors by name plus nodes in order. ``inputs``/``outputs`` name graph tensors."""
+    """Tensors by name plus nodes in order. ``inputs``/``outputs`` name graph tensors.
+
+    Nodes are kept in a linked list with ordered float keys, so inserting next to a
+    node costs O(1) and ``nodes`` is rebuilt only when read after a change. The
+    producer/consumer index is updated per edited node (see :class:`_Edges`), and
+    consumers come back in graph order, as a full scan would give them.
+    """
 
     def __init__(self) -> None:
         self.tensors: dict[str, Tensor] = {}
-        self.nodes: list[Node] = []
         self.inputs: list[str] = []
         self.outputs: list[str] = []
         self.metadata: dict[str, bytes] = {}
@@ -95,9 +163,19 @@ class Graph:
         self.output_names: list[str] = []  # names the user asked for, given to outputs at the end
         self.notes: list[str] = []  # warnings for the user (printed on stderr by the CLI)
         self.allow_float = False  # --allow-float: ops that cannot be quantized stay float
-        self._producer: dict[str, Node] | None = None
-        self._consumers: dict[str, list[Node]] | None = None
         self._names: set[str] = set()
+        # node order: a doubly linked list plus increasing keys for comparisons
+        self._key: dict[Node, float] = {}
+        self._next: dict[Node, Node | None] = {}
+        self._prev: dict[Node, Node | None] = {}
+        self._head: Node | None = None
+        self._tail: Node | None = None
+        self._order: tuple[Node, ...] | None = ()
+        # producer/consumer index, as of each node's ``_indexed`` edges
+        self._indexed: dict[Node, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+        self._producers: dict[str, dict[Node, None]] = {}
+        self._consumers: dict[str, dict[Node, None]] = {}
+        self._dirty: dict[Node, None] = {}
 
     # -- construction ---------------------------------------------------
     def add_tensor(self, tensor: Tensor) -> Tensor:
@@ -112,19 +190,100 @@ class Graph:
         self.tensors[name] = Tensor(name, value.dtype.name, tuple(value.shape), value, quant)
         return name
 
-    def add_node(self, node: Node, index: int | None = None) -> Node:
-        if index is None:
-            self.nodes.append(node)
+    def add_node(self, node: Node, *, before: Node | None = None, after: Node | None = None,
+                 at_start: bool = False) -> Node:
+        """Add ``node`` at the end, or right before ``before``, right after ``after``, or first."""
+        if node._graph is not None:
+            raise GraphError(f"node '{node.name}' is already in a graph")
+        if at_start:
+            after, nxt = None, self._head
+        elif before is not None:
+            after = self._prev[before]
+            nxt = before
+        elif after is not None:
+            nxt = self._next[after]
         else:
-            self.nodes.insert(index, node)
-        self.touch()
+            after, nxt = self._tail, None
+        self._link(node, after, nxt)
+        node._graph = self
+        self._indexed[node] = ((), ())
+        self._dirty[node] = None
         return node
 
+    def _link(self, node: Node, prev: Node | None, nxt: Node | None) -> None:
+        lo = self._key[prev] if prev is not None else None
+        hi = self._key[nxt] if nxt is not None else None
+        if lo is None:
+            key = 0.0 if hi is None else hi - 1.0
+        elif hi is None:
+            key = lo + 1.0
+        else:
+            key = (lo + hi) / 2
+            if not lo < key < hi:  # the gap is used up: renumber every node once
+                self._renumber()
+                key = (self._key[prev] + self._key[nxt]) / 2  # type: ignore[index]
+        self._key[node] = key
+        self._prev[node], self._next[node] = prev, nxt
+        if prev is None:
+            self._head = node
+        else:
+            self._next[prev] = node
+        if nxt is None:
+            self._tail = node
+        else:
+            self._prev[nxt] = node
+        self._order = None
+
+    def _renumber(self) -> None:
+        node, k = self._head, 0.0
+        while node is not None:
+            self._key[node] = k
+            node, k = self._next[node], k + 1.0
+
+    def move_after(self, node: Node, anchor: Node) -> None:
+        """Move ``node`` to right after ``anchor`` in the node order."""
+        self._unlink(node)
+        self._link(node, anchor, self._next[anchor])
+
+    def _unlink(self, node: Node) -> None:
+        prev, nxt = self._prev.pop(node), self._next.pop(node)
+        del self._key[node]
+        if prev is None:
+            self._head = nxt
+        else:
+            self._next[prev] = nxt
+        if nxt is None:
+            self._tail = prev
+        else:
+            self._prev[nxt] = prev
+        self._order = None
+
     def remove_nodes(self, dead: Iterable[Node]) -> None:
-        dead_ids = {id(n) for n in dead}
-        if dead_ids:
-            self.nodes = [n for n in self.nodes if id(n) not in dead_ids]
-            self.touch()
+        for node in dead:
+            if node._graph is not self:
+                continue
+            self._unlink(node)
+            self._unindex(node)
+            self._dirty.pop(node, None)
+            node._graph = None
+
+    @property
+    def nodes(self) -> tuple[Node, ...]:
+        """The nodes in order (a snapshot: edit the graph through its methods)."""
+        if self._order is None:
+            order, node = [], self._head
+            while node is not None:
+                order.append(node)
+                node = self._next[node]
+            self._order = tuple(order)
+        return self._order
+
+    @nodes.setter
+    def nodes(self, nodes: Iterable[Node]) -> None:
+        nodes = list(nodes)
+        self.remove_nodes(self.nodes)
+        for node in nodes:
+            self.add_node(node)
 
     def unique_name(self, base: str) -> str:
         if not self._names:
@@ -136,34 +295,53 @@ class Graph:
         self._names.add(name)
         return name
 
-    def touch(self) -> None:
-        """Invalidate the producer/consumer index after an edit."""
-        self._producer = None
-        self._consumers = None
-
     # -- look-ups -------------------------------------------------------
-    def _index(self) -> None:
-        producer: dict[str, Node] = {}
-        consumers: dict[str, list[Node]] = {}
-        for node in self.nodes:
-            for out in node.outputs:
-                producer[out] = node
-            for inp in node.inputs:
-                if inp:
-                    lst = consumers.setdefault(inp, [])
-                    if not lst or lst[-1] is not node:
-                        lst.append(node)
-        self._producer, self._consumers = producer, consumers
+    def _unindex(self, node: Node) -> None:
+        ins, outs = self._indexed.pop(node)
+        for t in ins:
+            readers = self._consumers[t]
+            del readers[node]
+            if not readers:
+                del self._consumers[t]
+        for t in outs:
+            makers = self._producers[t]
+            del makers[node]
+            if not makers:
+                del self._producers[t]
+
+    def _flush(self) -> None:
+        """Bring the index up to date with the nodes edited since the last look-up."""
+        dirty, self._dirty = self._dirty, {}
+        for node in dirty:
+            self._unindex(node)
+            ins = tuple(dict.fromkeys(i for i in node.inputs if i))
+            outs = tuple(dict.fromkeys(node.outputs))
+            for t in ins:
+                self._consumers.setdefault(t, {})[node] = None
+            for t in outs:
+                self._producers.setdefault(t, {})[node] = None
+            self._indexed[node] = (ins, outs)
 
     def producer(self, tensor: str) -> Node | None:
-        if self._producer is None:
-            self._index()
-        return self._producer.get(tensor)  # type: ignore[union-attr]
+        if self._dirty:
+            self._flush()
+        makers = self._producers.get(tensor)
+        if not makers:
+            return None
+        if len(makers) == 1:
+            return next(iter(makers))
+        return max(makers, key=self._key.__getitem__)  # as a scan in order would leave it
 
     def consumers(self, tensor: str) -> list[Node]:
-        if self._consumers is None:
-            self._index()
-        return self._consumers.get(tensor, [])  # type: ignore[union-attr]
+        """Nodes that read ``tensor``, each once, in graph order."""
+        if self._dirty:
+            self._flush()
+        readers = self._consumers.get(tensor)
+        if not readers:
+            return []
+        if len(readers) == 1:
+            return list(readers)
+        return sorted(readers, key=self._key.__getitem__)
 
     def is_const(self, tensor: str) -> bool:
         t = self.tensors.get(tensor)
@@ -179,20 +357,17 @@ class Graph:
         for node in self.consumers(old):
             node.inputs = [new if i == old else i for i in node.inputs]
         self.outputs = [new if o == old else o for o in self.outputs]
-        self.touch()
 
     def prune(self) -> None:
         """Drop nodes whose outputs nobody reads, and tensors nobody mentions."""
         live = set(self.outputs)
-        kept: list[Node] = []
+        dead: list[Node] = []
         for node in reversed(self.nodes):
             if any(o in live for o in node.outputs):
-                kept.append(node)
                 live.update(i for i in node.inputs if i)
-        kept.reverse()
-        if len(kept) != len(self.nodes):
-            self.nodes = kept
-            self.touch()
+            else:
+                dead.append(node)
+        self.remove_nodes(dead)
         used = live | set(self.inputs)
         for node in self.nodes:
             used.update(node.outputs)

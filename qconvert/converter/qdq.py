@@ -15,8 +15,11 @@ from qconvert.converter.ir import Graph, Node, QuantParams, Tensor
 IMMUTABLE_ORIGINS = {"fake_quant", "input_range", "fixed", "weight", "bias"}
 
 
-def add_qdq(graph: Graph, source: str, params: QuantParams, origin: str, at: int | None = None) -> tuple[Node, Node, str]:
-    """Create Q(source) → DQ nodes; return (q, dq, name of the float DQ output)."""
+def add_qdq(graph: Graph, source: str, params: QuantParams, origin: str, *,
+            before: Node | None = None, after: Node | None = None,
+            at_start: bool = False) -> tuple[Node, Node, str]:
+    """Create Q(source) → DQ nodes, placed as :meth:`Graph.add_node` places one node;
+    return (q, dq, name of the float DQ output)."""
     base = graph.tensors[source]
     qname = graph.unique_name(f"{source}/q")
     dqname = graph.unique_name(f"{source}/dq")
@@ -24,12 +27,12 @@ def add_qdq(graph: Graph, source: str, params: QuantParams, origin: str, at: int
     graph.add_tensor(Tensor(dqname, "float32", base.shape))
     q = Node("QUANTIZE", [source], [qname], {"origin": origin}, name=qname)
     dq = Node("DEQUANTIZE", [qname], [dqname], {}, name=dqname)
-    if at is None:
-        graph.add_node(q)
-        graph.add_node(dq)
+    if after is not None or at_start:
+        graph.add_node(dq, after=after, at_start=at_start)
+        graph.add_node(q, after=after, at_start=at_start)
     else:
-        graph.add_node(dq, at)
-        graph.add_node(q, at)
+        graph.add_node(q, before=before)
+        graph.add_node(dq, before=before)
     return q, dq, dqname
 
 
@@ -37,30 +40,21 @@ def insert_qdq_after(graph: Graph, tensor: str, params: QuantParams, origin: str
     """Every reader of ``tensor`` (and graph outputs) now reads it through Q(params) → DQ."""
     readers = list(graph.consumers(tensor))
     was_output = tensor in graph.outputs
-    at = _position_after(graph, tensor)
-    q, dq, dq_out = add_qdq(graph, tensor, params, origin, at)
+    prod = graph.producer(tensor)
+    q, dq, dq_out = add_qdq(graph, tensor, params, origin, after=prod, at_start=prod is None)
     for node in readers:
         node.inputs = [dq_out if i == tensor else i for i in node.inputs]
     if was_output:
         graph.outputs = [dq_out if o == tensor else o for o in graph.outputs]
-    graph.touch()
     return dq_out
 
 
 def insert_qdq_on_edge(graph: Graph, node: Node, slot: int, params: QuantParams, origin: str) -> str:
     """Only ``node``'s operand ``slot`` reads its value through a new Q(params) → DQ."""
     source = node.inputs[slot]
-    _, _, dq_out = add_qdq(graph, source, params, origin, graph.nodes.index(node))
+    _, _, dq_out = add_qdq(graph, source, params, origin, before=node)
     node.inputs[slot] = dq_out
-    graph.touch()
     return dq_out
-
-
-def _position_after(graph: Graph, tensor: str) -> int:
-    prod = graph.producer(tensor)
-    if prod is None:
-        return 0
-    return graph.nodes.index(prod) + 1
 
 
 def dequantized_from(graph: Graph, tensor: str) -> tuple[Node, Node] | None:

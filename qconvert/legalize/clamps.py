@@ -47,11 +47,9 @@ def legalize_clamps(graph: Graph) -> Graph:
             if act is not None:
                 outer.op, outer.inputs, outer.attrs = act, [ib[0]], {}
                 dead.append(inner)
-                graph.touch()
                 continue
         if outer.op == "Maximum" and ob[1] == 0.0:
             outer.op, outer.inputs, outer.attrs = "RELU", [ob[0]], {}
-            graph.touch()
     graph.remove_nodes(dead)
     graph.prune()
     return graph

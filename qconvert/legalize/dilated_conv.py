@@ -61,7 +61,6 @@ def fold_dilated_conv(graph: Graph) -> Graph:
             last = bias
         graph.replace_all_uses(b2s.outputs[0], last.outputs[0])
         dead += [s2b, b2s]
-        graph.touch()
     graph.remove_nodes(dead)
     graph.prune()
     return graph

@@ -67,9 +67,7 @@ def move_reshape_above_fake_quant(graph: Graph) -> None:
         for r in later:
             r.inputs = [fq_out if i == r_out else i for i in r.inputs]
         graph.outputs = [fq_out if o == r_out else o for o in graph.outputs]
-        graph.nodes.remove(fq)
-        graph.nodes.insert(graph.nodes.index(reshape) + 1, fq)
-        graph.touch()
+        graph.move_after(fq, reshape)
 
 
 def concat_union_ranges(graph: Graph) -> None:
@@ -96,11 +94,10 @@ def concat_union_ranges(graph: Graph) -> None:
         mx = graph.add_const(f"{fq_out}/max", np.float32(hi))
         fq = Node("FakeQuantWithMinMaxVars", [out, mn, mx], [fq_out],
                   {"num_bits": 8, "narrow_range": False}, name=fq_out)
-        graph.add_node(fq, graph.nodes.index(node) + 1)
+        graph.add_node(fq, after=node)
         for r in readers:
             r.inputs = [fq_out if i == out else i for i in r.inputs]
         graph.outputs = [fq_out if o == out else o for o in graph.outputs]
-        graph.touch()
 
 
 def legalize_fake_quant(graph: Graph) -> Graph:
@@ -150,6 +147,5 @@ def legalize_fake_quant(graph: Graph) -> Graph:
             "per_channel": per_channel,
             "variant": "args" if variant == "args" else "vars",
         }
-        graph.touch()
         insert_qdq_after(graph, out, params, "fake_quant")
     return graph

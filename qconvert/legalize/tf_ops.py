@@ -31,7 +31,7 @@ def _layout(graph: Graph, node: Node, slot: int, op: str, arg: np.ndarray, shape
     arg_name = graph.add_const(f"{node.name}/{op.lower()}_arg", arg.astype(np.int32))
     out = graph.unique_name(f"{node.name}/{op.lower()}")
     graph.add_tensor(Tensor(out, "float32", shape))
-    graph.add_node(Node(op, [src, arg_name], [out], {}, name=out), graph.nodes.index(node))
+    graph.add_node(Node(op, [src, arg_name], [out], {}, name=out), before=node)
     node.inputs[slot] = out
 
 
@@ -181,7 +181,7 @@ def fused_batch_norm(graph: Graph, node: Node) -> None:
     graph.add_tensor(Tensor(scaled, "float32", graph.tensors[x].shape))
     mul = Node("MUL", [x, graph.add_const(f"{node.name}/multiplier", multiplier)], [scaled],
                {"fused_activation_function": "NONE"}, name=scaled)
-    graph.add_node(mul, graph.nodes.index(node))
+    graph.add_node(mul, before=node)
     node.inputs = [scaled, graph.add_const(f"{node.name}/shift", shift)]
     node.attrs = {"fused_activation_function": "NONE"}
     node.op = "ADD"
@@ -234,7 +234,6 @@ def legalize_ops(graph: Graph) -> Graph:
         rewrite = REWRITES.get(node.op)
         if rewrite is not None:
             rewrite(graph, node)
-            graph.touch()
         elif node.op in TF_OPS and TF_OPS[node.op].tfl is not None:
             raise ConversionError(f"node '{node.name}': no legalization for {node.op}")
     return graph

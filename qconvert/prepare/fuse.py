@@ -47,7 +47,6 @@ def _absorb(graph: Graph, node: Node, reader: Node, bias: np.ndarray, dead: list
     node.inputs[2] = graph.add_const(f"{node.name}/bias", bias)
     node.outputs = list(reader.outputs)
     dead.append(reader)
-    graph.touch()
 
 
 def fold_mul_into_weights(graph: Graph) -> Graph:
@@ -135,7 +134,6 @@ def fuse_activation(graph: Graph) -> Graph:
         node.attrs["fused_activation_function"] = ACTIVATIONS[act.op]
         node.outputs = list(act.outputs)
         dead.append(act)
-        graph.touch()
     graph.remove_nodes(dead)
     graph.prune()
     return graph

@@ -60,7 +60,7 @@ def hoist_layout(graph: Graph) -> Graph:
         value = np.transpose(old.data, arg.tolist()) if node.op == "TRANSPOSE" else old.data.reshape(new_shape)
         params = _moved_axis(node.op, arg, old.shape, new_shape, graph.tensors[q.outputs[0]].quant, f"node '{node.name}'")
         const = graph.add_const(f"{src}/{node.op.lower()}", value)
-        _, _, dq_out = add_qdq(graph, const, params, q.attrs.get("origin", "fake_quant"), graph.nodes.index(node))
+        _, _, dq_out = add_qdq(graph, const, params, q.attrs.get("origin", "fake_quant"), before=node)
         graph.replace_all_uses(node.outputs[0], dq_out)
         dead.append(node)
     graph.remove_nodes(dead)

@@ -48,7 +48,6 @@ def fold_quantized_ops(graph: Graph) -> Graph:
         graph.remove_nodes([first])
         for other in readers[1:]:
             other.inputs = [out]
-        graph.touch()
     return graph
 
 
@@ -67,7 +66,6 @@ def fold_requantize(graph: Graph) -> Graph:
         else:
             node.inputs = [src]
             node.attrs = {}
-        graph.touch()
     graph.remove_nodes(dead)
     graph.prune()
     _fold_trivial_requantize(graph)
@@ -88,7 +86,6 @@ def _fold_trivial_requantize(graph: Graph) -> None:
             continue
         prod.outputs = [node.outputs[0]]
         dead.append(node)
-        graph.touch()
     graph.remove_nodes(dead)
     graph.prune()
 
@@ -107,6 +104,5 @@ def float_op_constants(graph: Graph) -> Graph:
             q = graph.producer(prod.inputs[0])
             if q is not None and q.op == "QUANTIZE" and graph.is_const(q.inputs[0]):
                 node.inputs[slot] = q.inputs[0]
-                graph.touch()
     graph.prune()
     return graph

@@ -39,7 +39,6 @@ def quantize_io(graph: Graph) -> Graph:
             raise ConversionError(f"output '{name}' is not quantized; add a FakeQuant before it")
         outs.append(dq.inputs[0])
     graph.outputs = outs
-    graph.touch()
     graph.prune()
     return graph
 
@@ -67,4 +66,3 @@ def rename_tensors(graph: Graph, mapping: dict[str, str]) -> None:
         node.outputs = [mapping.get(o, o) for o in node.outputs]
     graph.inputs = [mapping.get(i, i) for i in graph.inputs]
     graph.outputs = [mapping.get(o, o) for o in graph.outputs]
-    graph.touch()
