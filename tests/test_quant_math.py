@@ -440,6 +440,45 @@ def test_mbqm_vectorised_equals_scalar(rows: list[tuple[int, int, int]]):
 finite_bounds = st.floats(min_value=-1e4, max_value=1e4, allow_nan=False, width=32)
 
 
+# The vectorised per-channel paths against the per-tensor (scalar) ones, which the
+# hand-derived and TensorFlow-oracle tests above pin down.
+tiny_or_finite = st.one_of(finite_bounds, st.floats(-1e-6, 1e-6).map(lambda v: float(np.float32(v))), st.just(0.0))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(tiny_or_finite, tiny_or_finite), min_size=1, max_size=16), st.booleans())
+def test_per_channel_params_equal_per_tensor_params(ranges: list[tuple[float, float]], narrow: bool):
+    ranges = [(min(a, b), max(a, b)) for a, b in ranges]
+    p = qm.fake_quant_params_per_channel([r[0] for r in ranges], [r[1] for r in ranges], 8, narrow, 3)
+    singles = [qm.fake_quant_params(lo, hi, narrow_range=narrow) for lo, hi in ranges]
+    assert p.scale == tuple(q.scale[0] for q in singles)
+    assert p.zero_point == tuple(q.zero_point[0] for q in singles)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.floats(min_value=2.0**-40, max_value=2.0**30), st.just(0.0)), min_size=1, max_size=16))
+def test_quantize_multiplier_array_equals_scalar(ms: list[float]):
+    assert qm.quantize_multiplier_array(np.array(ms)) == [qm.quantize_multiplier(m) for m in ms]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(tiny_or_finite, tiny_or_finite), min_size=1, max_size=8), st.integers(2, 16), st.booleans(),
+       st.lists(st.floats(min_value=-2e4, max_value=2e4, width=32), min_size=8, max_size=8))
+def test_fake_quant_float32_per_channel_equals_per_tensor_args(ranges, bits, narrow, values):
+    """Per channel, TF's kernel is the Args kernel (multiply by inv_scale) applied channel by channel."""
+    lo = np.array([min(a, b) for a, b in ranges], np.float32)
+    hi = np.array([max(a, b) for a, b in ranges], np.float32)
+    x = np.array(values, np.float32)[: len(ranges)].reshape(1, -1)
+    x = np.resize(x, (3, len(ranges)))
+    got = qm.fake_quant_float32(x, lo, hi, bits, narrow, per_channel=True)
+    for c in range(len(ranges)):
+        if lo[c] == 0 and hi[c] == 0:
+            assert not got[:, c].any()
+            continue
+        want = qm.fake_quant_float32(x[:, c], lo[c], hi[c], bits, narrow, variant="args")
+        np.testing.assert_array_equal(got[:, c], want)
+
+
 @settings(max_examples=400, deadline=None)
 @given(finite_bounds, finite_bounds, st.booleans())
 def test_fake_quant_params_properties(a: float, b: float, narrow: bool):

@@ -59,12 +59,20 @@ def round_half_away(x: float) -> int:
 
 def round_half_away_array(x: np.ndarray) -> np.ndarray:
     """Element-wise ties-away rounding in the array's own float precision
-    (``std::round`` on float for float32 input, on double for float64)."""
+    (``std::round`` on float for float32 input, on double for float64).
+
+    ``rint`` rounds ties to even; only exact ties (``|x - rint(x)| == 0.5``) differ,
+    and for those ``x + copysign(0.5, x)`` is exact and is the ties-away result.
+    """
     x = np.asarray(x)
-    a = np.abs(x)
-    f = np.floor(a)
-    r = f + (a - f >= 0.5).astype(x.dtype)
-    return np.copysign(r, x).astype(x.dtype)
+    flat = x.reshape(-1)
+    r = np.rint(flat)
+    d = np.subtract(flat, r)
+    np.abs(d, out=d)
+    tie = d == 0.5
+    if tie.any():
+        r[tie] = flat[tie] + np.copysign(0.5, flat[tie]).astype(x.dtype)
+    return r.reshape(x.shape)
 
 
 # ---------------------------------------------------------------------------
@@ -120,6 +128,27 @@ def _nudged_scale_and_zero_point(qmin: int, qmax: int, rmin: float, rmax: float)
     return scale, nudged
 
 
+def _nudged_scale_and_zero_point_array(
+    qmin: int, qmax: int, rmin: np.ndarray, rmax: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_nudged_scale_and_zero_point` on arrays of ranges (the same double
+    operations, element by element); returns float64 scales and int64 zero points."""
+    qmin_d, qmax_d = float(qmin), float(qmax)
+    degenerate = np.abs(rmax - rmin) < _DBL_EPSILON
+    with np.errstate(all="ignore"):
+        scale = np.where(degenerate, 1.0, (rmax - rmin) / (qmax_d - qmin_d))
+        zp_from_min = qmin_d - rmin / scale
+        zp_from_min_err = abs(qmin_d) + np.abs(rmin / scale)
+        zp_from_max = qmax_d - rmax / scale
+        zp_from_max_err = abs(qmax_d) + np.abs(rmax / scale)
+    zp = np.where(zp_from_min_err < zp_from_max_err, zp_from_min, zp_from_max)
+    if np.any(np.isnan(zp) & ~degenerate):
+        raise ValueError("cannot round a NaN zero point")
+    zp = np.where(degenerate, qmin_d, zp)
+    nudged = np.where(zp < qmin_d, qmin_d, np.where(zp > qmax_d, qmax_d, round_half_away_array(zp)))
+    return scale, nudged.astype(np.int64)
+
+
 def _as_f32_double(v: float) -> float:
     """A float32 attribute/constant as the converter reads it (widened to double)."""
     return float(np.float32(v))
@@ -160,15 +189,15 @@ def fake_quant_params_per_channel(
     if len(mins) != len(maxs):
         raise ValueError(f"mismatched per-axis min and max size: {len(mins)} vs. {len(maxs)}")
     qmin, qmax = _storage_range(num_bits, narrow_range, signed=False)
-    scales: list[float] = []
-    zps: list[int] = []
-    for a, b in zip(mins, maxs):
-        lo, hi = _expand_very_small_range(_as_f32_double(a), _as_f32_double(b))
-        s, z = _nudged_scale_and_zero_point(qmin, qmax, lo, hi)
-        scales.append(s)
-        zps.append(z - 128)
+    lo = np.asarray(mins, dtype=np.float32).astype(np.float64).reshape(-1)
+    hi = np.asarray(maxs, dtype=np.float32).astype(np.float64).reshape(-1)
+    narrow = ~(hi - lo > _NEAR_ZERO_TOLERANCE)  # _expand_very_small_range, per channel
+    lo = np.where(narrow, np.minimum(lo, -_SMALLEST_HALF_RANGE), lo)
+    hi = np.where(narrow, np.maximum(hi, _SMALLEST_HALF_RANGE), hi)
+    scales, zps = _nudged_scale_and_zero_point_array(qmin, qmax, lo, hi)
     return QuantParams(
-        scale=tuple(scales), zero_point=tuple(zps), axis=axis, qmin=qmin - 128, qmax=qmax - 128, dtype="int8"
+        scale=tuple(scales.tolist()), zero_point=tuple((zps - 128).tolist()), axis=axis,
+        qmin=qmin - 128, qmax=qmax - 128, dtype="int8",
     )
 
 
@@ -215,30 +244,28 @@ def input_range_params(lo: float, hi: float) -> QuantParams:
 
 
 def _nudge_f32(
-    rmin: np.float32, rmax: np.float32, quant_min: int, quant_max: int
-) -> tuple[np.float32, np.float32, np.float32, np.float32]:
-    """``Nudge`` (core/kernels/fake_quant_ops_functor.h), every op in float32.
+    rmin: np.ndarray, rmax: np.ndarray, quant_min: int, quant_max: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``Nudge`` (core/kernels/fake_quant_ops_functor.h), every op in float32,
+    element-wise over arrays of ranges (one per channel, or 0-d).
 
     Returns ``(nudged_min, nudged_max, scale, inv_scale)``. The inverse is
     recomputed as ``(qmax - qmin) / (max - min)``, not ``1 / scale``; the nudged
     zero point is a ``uint16``.
     """
     f = np.float32
+    rmin, rmax = np.asarray(rmin, dtype=f), np.asarray(rmax, dtype=f)
     qmin_f, qmax_f = f(quant_min), f(quant_max)
     with np.errstate(all="ignore"):
-        scale = f(f(rmax - rmin) / f(qmax_f - qmin_f))
-        inv_scale = f(f(qmax_f - qmin_f) / f(rmax - rmin))
-        zp_from_min = f(qmin_f - f(rmin / scale))
-    if zp_from_min < qmin_f:
-        nzp = quant_min
-    elif zp_from_min > qmax_f:
-        nzp = quant_max
-    elif np.isfinite(zp_from_min):
-        nzp = int(round_half_away_array(np.asarray(zp_from_min, dtype=np.float32)))
-    else:  # min == max: the kernels return zeros before using these (Vars) or produce NaN (Args)
-        nzp = quant_min
-    nudged_min = f(f(qmin_f - f(nzp)) * scale)
-    nudged_max = f(f(qmax_f - f(nzp)) * scale)
+        scale = ((rmax - rmin) / (qmax_f - qmin_f)).astype(f)
+        inv_scale = ((qmax_f - qmin_f) / (rmax - rmin)).astype(f)
+        zp_from_min = (qmin_f - (rmin / scale).astype(f)).astype(f)
+        # a non-finite zp (min == max): the kernels return zeros before using it (Vars)
+        # or produce NaN (Args); take quant_min
+        inside = np.where(np.isfinite(zp_from_min), round_half_away_array(zp_from_min), qmin_f)
+        nzp = np.where(zp_from_min < qmin_f, qmin_f, np.where(zp_from_min > qmax_f, qmax_f, inside)).astype(f)
+        nudged_min = ((qmin_f - nzp).astype(f) * scale).astype(f)
+        nudged_max = ((qmax_f - nzp).astype(f) * scale).astype(f)
     return nudged_min, nudged_max, scale, inv_scale
 
 
@@ -279,12 +306,11 @@ def fake_quant_float32(
         maxs = np.asarray(rmax, dtype=np.float32).reshape(-1)
         if x.ndim == 0 or mins.shape != maxs.shape or mins.shape[0] != x.shape[-1]:
             raise ValueError(f"per-channel min/max of size {mins.size} do not match the last dimension of {x.shape}")
-        params = [_nudge_f32(a, b, quant_min, quant_max) for a, b in zip(mins, maxs)]
-        lo, hi, sc, inv = (np.array([p[i] for p in params], dtype=np.float32) for i in range(4))
+        lo, hi, sc, inv = _nudge_f32(mins, maxs, quant_min, quant_max)
         zero = (mins == 0) & (maxs == 0)
         use_inv = True
     else:
-        lo, hi, sc, inv = (np.asarray(v, dtype=np.float32) for v in _nudge_f32(f(rmin), f(rmax), quant_min, quant_max))
+        lo, hi, sc, inv = _nudge_f32(f(rmin), f(rmax), quant_min, quant_max)
         zero = np.asarray(variant == "vars" and f(rmin) == 0 and f(rmax) == 0)
         use_inv = variant == "args"
     with np.errstate(all="ignore"):
@@ -330,11 +356,14 @@ def quantize_array(x: np.ndarray, params: QuantParams) -> np.ndarray:
         scale = np.asarray(params.scale, dtype=np.float64).reshape(shape)
         zp = np.asarray(params.zero_point, dtype=np.float64).reshape(shape)
     with np.errstate(all="ignore"):
+        np.divide(xd, scale, out=xd)
         if params.dtype in ("int8", "uint8"):
-            q = round_half_away_array(xd / scale + zp)
+            xd += zp
+            # qmin/qmax are integers, so clamping before rounding gives the same result
+            np.clip(xd, params.qmin, params.qmax, out=xd)
+            q = round_half_away_array(xd)
         else:
-            q = round_half_away_array(xd / scale) + zp
-    q = np.clip(q, params.qmin, params.qmax)
+            q = np.clip(round_half_away_array(xd) + zp, params.qmin, params.qmax)
     return q.astype(np.dtype(params.dtype))
 
 
@@ -396,6 +425,22 @@ def quantize_multiplier(m: float) -> tuple[int, int]:
     return int(q_fixed), int(shift)
 
 
+def quantize_multiplier_array(m: np.ndarray) -> list[tuple[int, int]]:
+    """:func:`quantize_multiplier` element-wise over a float64 array (same steps:
+    frexp, ties-away rounding of q * 2**31, the 2**31 carry, the flush below 2**-31)."""
+    m = np.asarray(m, dtype=np.float64).reshape(-1)
+    if not np.all(np.isfinite(m)):
+        raise ValueError(f"cannot quantize multiplier {m[~np.isfinite(m)][0]}")
+    q, shift = np.frexp(m)
+    q_fixed = round_half_away_array(q * 2.0**31).astype(np.int64)
+    carry = q_fixed == 2**31
+    q_fixed = np.where(carry, q_fixed // 2, q_fixed)
+    shift = np.where(carry, shift + 1, shift).astype(np.int64)
+    flush = (shift < -31) | (m == 0.0)
+    q_fixed, shift = np.where(flush, 0, q_fixed), np.where(flush, 0, shift)
+    return list(zip(q_fixed.tolist(), shift.tolist()))
+
+
 def quantize_multiplier_smaller_than_one_exp(m: float) -> tuple[int, int]:
     """``QuantizeMultiplierSmallerThanOneExp`` (quantization_util.cc): requires
     0 < m < 1 (the kernel aborts otherwise); returns ``(multiplier, left_shift<=0)``."""
@@ -433,7 +478,7 @@ def conv_requant(
     if fs.size == 1 and num_channels is not None:
         fs = np.repeat(fs, num_channels)
     in_d, out_d = float(_f32(input_scale)), float(_f32(output_scale))
-    return [quantize_multiplier(in_d * float(s) / out_d) for s in fs]
+    return quantize_multiplier_array(in_d * fs.astype(np.float64) / out_d)
 
 
 def fully_connected_requant(
@@ -454,7 +499,7 @@ def fully_connected_requant(
     fs = np.atleast_1d(np.asarray(filter_scales, dtype=np.float32))
     in_f, out_f = _f32(input_scale), _f32(output_scale)
     if fs.size > 1:
-        return [quantize_multiplier(float(in_f) * float(s) / float(out_f)) for s in fs]
+        return quantize_multiplier_array(float(in_f) * fs.astype(np.float64) / float(out_f))
     w_f = fs[0]
     if bias_scale is not None:
         diff = abs(float(in_f) * float(w_f) - float(_f32(bias_scale)))
