@@ -313,14 +313,24 @@ def fake_quant_float32(
         lo, hi, sc, inv = _nudge_f32(f(rmin), f(rmax), quant_min, quant_max)
         zero = np.asarray(variant == "vars" and f(rmin) == 0 and f(rmax) == 0)
         use_inv = variant == "args"
+    # every operand is float32 (NumPy keeps float32 op float32 in float32), so each
+    # array op below rounds to float32 as Eigen's does; the big ones work in place
     with np.errstate(all="ignore"):
-        quant_zero = np.floor(((-lo) * inv).astype(np.float32) + f(0.5)).astype(np.float32)
-        clamped = np.maximum(np.minimum(x, hi), lo)
-        shifted = (clamped - lo).astype(np.float32)
-        steps = (shifted * inv if use_inv else shifted / sc).astype(np.float32)
-        steps = np.floor(((steps - quant_zero).astype(np.float32) + f(0.5)).astype(np.float32))
-        out = (steps * sc).astype(np.float32)
-    return np.where(zero, f(0.0), out).astype(np.float32)
+        quant_zero = np.floor((-lo) * inv + f(0.5))
+        out = np.asarray(np.minimum(x, hi))  # a new array (0-d for a scalar x)
+        np.maximum(out, lo, out=out)
+        out -= lo
+        if use_inv:
+            out *= inv
+        else:
+            out /= sc
+        out -= quant_zero
+        out += f(0.5)
+        np.floor(out, out=out)
+        out *= sc
+    if zero.any():
+        out = np.where(zero, f(0.0), out)
+    return out
 
 
 # ---------------------------------------------------------------------------

@@ -85,7 +85,7 @@ def fold_mul_into_weights(graph: Graph) -> Graph:
             params = None  # per-tensor weights cannot carry per-channel factors: re-derive from values
         shape = [1] * w.ndim
         shape[axis] = channels
-        folded = graph.add_const(f"{source}/folded", (w.astype(np.float32) * m.reshape(shape)).astype(np.float32))
+        folded = graph.add_const(f"{source}/folded", w.astype(np.float32, copy=False) * m.reshape(shape).astype(np.float32, copy=False))
         node.inputs[1] = folded
         if params is not None:
             scales = np.broadcast_to(np.asarray(params.scale, np.float64), (channels,))

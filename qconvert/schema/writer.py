@@ -423,7 +423,7 @@ def _quantization(tensor: Tensor, shape: tuple[int, ...] | None) -> schema.Quant
                 f"tensor '{tensor.name}': per-channel axis {q.axis} with {len(q.scale)} scales "
                 f"does not fit shape {list(shape)}"
             )
-    params.scale = np.array([float(np.float32(s)) for s in q.scale], dtype="<f4")
+    params.scale = np.array(q.scale, dtype=np.float64).astype("<f4")
     params.zeroPoint = np.array(q.zero_point, dtype="<i8")
     params.quantizedDimension = q.axis or 0
     return params
