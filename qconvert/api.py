@@ -5,11 +5,13 @@ The CLI is a thin layer over these two functions.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Sequence, TextIO
+from typing import Iterator, Mapping, Sequence, TextIO
 
 from qconvert.converter.ir import ConversionError, Graph
 
@@ -31,18 +33,36 @@ def convert_graph(
     dump_to: TextIO | None = None,
     default_ranges: tuple[float, float] | None = None,
     allow_float: bool = False,
+    check_each_pass: bool = False,
 ) -> Result:
     from qconvert.converter.graphdef import parse_graphdef, read_graphdef
     from qconvert.converter.importer import import_graph
     from qconvert.converter.pipeline import Options, run
     from qconvert.schema.writer import write_model
 
-    raw = parse_graphdef(model) if isinstance(model, (bytes, bytearray)) else read_graphdef(model)
-    graph = import_graph(raw, inputs, outputs, input_shapes)
-    options = Options(dict(input_ranges or {}), dict(input_shapes or {}), inputs, outputs, tuple(dump_after), dump_to,
-                      default_ranges, allow_float)
-    graph = run(graph, options)
-    return Result(write_model(graph, description=_description()), graph, list(graph.notes))
+    with _no_cyclic_gc():
+        raw = parse_graphdef(model) if isinstance(model, (bytes, bytearray)) else read_graphdef(model)
+        graph = import_graph(raw, inputs, outputs, input_shapes)
+        options = Options(dict(input_ranges or {}), dict(input_shapes or {}), inputs, outputs, tuple(dump_after),
+                          dump_to, default_ranges, allow_float, check_each_pass)
+        graph = run(graph, options)
+        return Result(write_model(graph, description=_description()), graph, list(graph.notes))
+
+
+@contextlib.contextmanager
+def _no_cyclic_gc() -> Iterator[None]:
+    """Pause Python's cycle collector while converting. A conversion allocates a few
+    objects per node and frees almost none; the collector's repeated scans of them cost
+    30% of the time on a 125-layer graph and grow with the graph. Reference counting
+    still frees everything acyclic at once; cycles (a node and its edge lists) wait for
+    the first collection after the conversion."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def convert(

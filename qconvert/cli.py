@@ -107,7 +107,8 @@ def convert(model: str, output: str | None, ranges: tuple[str, ...], shapes: tup
         t0 = time.perf_counter()
         try:
             result = api.convert_graph(model, input_ranges, input_shapes, _names(inputs), _names(outputs), dump_after,
-                                       default_ranges=defaults, allow_float=allow_float)
+                                       default_ranges=defaults, allow_float=allow_float,
+                                       check_each_pass=debug)
             api.write_atomic(target, result.model)
         except Exception as exc:
             if report:

@@ -288,27 +288,30 @@ def test_int8_io_and_names():
     assert g.inputs == ["x"]
 
 
-def test_a_broken_pass_is_reported_with_its_stage(monkeypatch):
+@pytest.mark.parametrize("each_pass", [True, False])
+def test_a_broken_pass_is_reported_with_its_stage(monkeypatch, each_pass):
     from qconvert.converter import pipeline
     from qconvert.converter.ir import Tensor
 
     def broken(graph):
-        graph.nodes[0].inputs.append("ghost")
+        graph.outputs.append("ghost")
         return graph
 
     original = pipeline.stages
 
     def patched(options):
         st = original(options)
-        st[1][1].append(broken)
+        st[1][1].insert(0, broken)  # first pass of 'legalize': later passes run before the stage check
         return st
 
     monkeypatch.setattr(pipeline, "stages", patched)
+    monkeypatch.setenv("QCONVERT_CHECK_EACH_PASS", "0")
     g = graph_with_input((1, 4))
     g.outputs = [fake_quant(g, "x", -1.0, 1.0, "fq")]
     g.add_tensor(Tensor("unused", "float32", (1,)))
-    with pytest.raises(pipeline.InvariantError, match=r"after stage 'legalize' \(pass broken\).*'ghost'"):
-        pipeline.run(g, pipeline.Options())
+    where = r"pass broken" if each_pass else r"rerun with --debug to name the pass"
+    with pytest.raises(pipeline.InvariantError, match=rf"after stage 'legalize' \({where}\).*'ghost'"):
+        pipeline.run(g, pipeline.Options(check_each_pass=each_pass))
 
 
 def test_concat_without_fake_quant_gets_the_union_of_its_input_ranges():

@@ -89,6 +89,13 @@ def _mobilenet_v2(keras: Any) -> tuple[Any, list[int], str]:
     return model, [1, 64, 64, 3], "keras.applications.MobileNetV2(64x64x3, alpha=0.35, 10 classes)"
 
 
+def _mobilenet_v2_224(keras: Any) -> tuple[Any, list[int], str]:
+    model = keras.applications.MobileNetV2(
+        input_shape=(224, 224, 3), alpha=1.0, weights=None, classes=1000
+    )
+    return model, [1, 224, 224, 3], "keras.applications.MobileNetV2(224x224x3, alpha=1.0, 1000 classes)"
+
+
 def _mobilenet_v1(keras: Any) -> tuple[Any, list[int], str]:
     model = keras.applications.MobileNet(
         input_shape=(32, 32, 3), alpha=0.25, weights=None, classes=NUM_CLASSES
@@ -231,7 +238,14 @@ _BUILDERS: dict[str, tuple[int, Callable[[Any], tuple[Any, list[int], str]], int
     "depthwise_multiplier": (208, _depthwise_multiplier, 8, 2048),
 }
 
+# Built only for bench/ (too slow to build and convert in every test run). Its 128
+# steps leave activation ranges near tfmot's initial [-6, 6]: fine for timing.
+BENCH_BUILDERS: dict[str, tuple[int, Callable[[Any], tuple[Any, list[int], str]], int, int]] = {
+    "mobilenet_v2_224": (209, _mobilenet_v2_224, 2, 128),
+}
+
 TFMOT_MODEL_NAMES: list[str] = list(_BUILDERS)
+_BUILDERS.update(BENCH_BUILDERS)
 
 # Training set size (samples); an epoch is _N_SAMPLES / batch steps, run as one
 # graph execution (steps_per_execution) to keep Python overhead out of it.
@@ -398,7 +412,7 @@ def load_meta(name: str) -> dict[str, Any]:
 def build_tfmot_model(name: str) -> CorpusModel:
     """One tfmot QAT model: from the disk cache, else built in a subprocess and cached."""
     if name not in _BUILDERS:
-        raise KeyError(f"unknown tfmot model {name!r}; known: {', '.join(TFMOT_MODEL_NAMES)}")
+        raise KeyError(f"unknown tfmot model {name!r}; known: {', '.join(_BUILDERS)}")
     key = _cache_key(name)
     pb_path, meta_path = cache_dir() / f"{key}.pb", cache_dir() / f"{key}.json"
     if not (pb_path.is_file() and meta_path.is_file()):

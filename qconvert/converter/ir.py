@@ -9,7 +9,6 @@ graph, so a pass costs time linear in the nodes it touches.
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
@@ -372,29 +371,6 @@ class Graph:
         for node in self.nodes:
             used.update(node.outputs)
         self.tensors = {k: v for k, v in self.tensors.items() if k in used}
-
-    def topological_order(self) -> list[Node]:
-        """Nodes ordered so that producers come first (stable for sorted input)."""
-        producer = {o: n for n in self.nodes for o in n.outputs}
-        pending = {id(n): sum(1 for i in set(n.inputs) if i in producer) for n in self.nodes}
-        readers: dict[int, list[Node]] = {}
-        for n in self.nodes:
-            for i in set(n.inputs):
-                if i in producer:
-                    readers.setdefault(id(producer[i]), []).append(n)
-        ready = deque(n for n in self.nodes if pending[id(n)] == 0)
-        order: list[Node] = []
-        while ready:
-            node = ready.popleft()
-            order.append(node)
-            for r in readers.get(id(node), []):
-                pending[id(r)] -= 1
-                if pending[id(r)] == 0:
-                    ready.append(r)
-        if len(order) != len(self.nodes):
-            stuck = [n for n in self.nodes if pending[id(n)] > 0]
-            raise GraphError(f"the graph has a cycle through node '{stuck[0].name}' ({stuck[0].op})")
-        return order
 
     def __iter__(self) -> Iterator[Node]:
         return iter(list(self.nodes))

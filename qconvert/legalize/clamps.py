@@ -32,7 +32,7 @@ def _bound(graph: Graph, node: Node) -> tuple[str, float] | None:
 
 def legalize_clamps(graph: Graph) -> Graph:
     dead = []
-    for outer in graph.topological_order():
+    for outer in graph:
         if outer.op not in ("Minimum", "Maximum"):
             continue
         ob = _bound(graph, outer)

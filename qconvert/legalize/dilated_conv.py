@@ -22,7 +22,7 @@ _CONVS = ("Conv2D", "DepthwiseConv2dNative")
 
 def fold_dilated_conv(graph: Graph) -> Graph:
     dead = []
-    for b2s in graph.topological_order():
+    for b2s in graph:
         if b2s.op != "BatchToSpaceND":
             continue
         mid = graph.producer(b2s.inputs[0])

@@ -50,7 +50,7 @@ def move_reshape_above_fake_quant(graph: Graph) -> None:
     reader, as TensorFlow's converter rewrites it before quantizing. On a graph input this
     matters: the input is then no longer followed by a FakeQuant, so ``--inputs-range`` sets
     its parameters and a requantize to the FakeQuant's range follows the Reshape."""
-    for fq in graph.topological_order():
+    for fq in graph:
         if fq.op not in ("FakeQuantWithMinMaxVars", "FakeQuantWithMinMaxArgs"):
             continue
         readers = graph.consumers(fq.outputs[0])
@@ -73,7 +73,7 @@ def move_reshape_above_fake_quant(graph: Graph) -> None:
 def concat_union_ranges(graph: Graph) -> None:
     """A ConcatV2 of FakeQuant outputs with no FakeQuant after it gets one over the
     union of its inputs' ranges, as TensorFlow's converter does (measured on TF 2.21)."""
-    for node in graph.topological_order():
+    for node in graph:
         if node.op != "ConcatV2":
             continue
         out = node.outputs[0]

@@ -18,7 +18,7 @@ from qconvert.converter.ops import KERNELS
 
 def fold_constants(graph: Graph) -> Graph:
     dead = []
-    for node in graph.topological_order():
+    for node in graph:
         kernel = KERNELS.get(node.op)
         if kernel is None or not node.inputs or not all(graph.is_const(i) for i in node.inputs):
             continue
