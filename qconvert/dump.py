@@ -210,7 +210,8 @@ def _tensor_entry(i: int, t: Any) -> dict[str, Any]:
                              "buffer": t.buffer, "buffer_bytes": len(t.data) if t.data is not None else 0,
                              "quantization": None}
     if t.scale:
-        entry["quantization"] = {"scale": [_finite(s) for s in t.scale], "zero_point": [int(z) for z in t.zero_point],
+        scales = list(t.scale) if all(map(math.isfinite, t.scale)) else [_finite(s) for s in t.scale]
+        entry["quantization"] = {"scale": scales, "zero_point": list(t.zero_point),
                                  "quantized_dimension": int(t.quantized_dimension)}
     return entry
 

@@ -189,8 +189,8 @@ def _convert(model: Any, data: bytes) -> ModelInfo:
         tensors = []
         for t in sg.tensors or []:
             q = t.quantization
-            scale = () if q is None or q.scale is None else tuple(float(s) for s in q.scale)
-            zp = () if q is None or q.zeroPoint is None else tuple(int(z) for z in q.zeroPoint)
+            scale = () if q is None or q.scale is None else tuple(np.asarray(q.scale, np.float64).tolist())
+            zp = () if q is None or q.zeroPoint is None else tuple(np.asarray(q.zeroPoint, np.int64).tolist())
             tensors.append(
                 TensorInfo(
                     name=_text(t.name),
