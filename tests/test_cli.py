@@ -150,3 +150,54 @@ def test_default_ranges_and_allow_float_flags(tmp_path: Path, capsys) -> None:
     assert main([str(pb), "--inputs-range", "-1,1", "-o", str(out), "--default-ranges", "0,6"]) == 0
     assert "--default-ranges 0,6 used for 1 tensor" in capsys.readouterr().err
     assert main([str(pb), "--inputs-range", "-1,1", "-o", str(out), "--default-ranges", "6,0"]) == 2
+
+
+# --- start-up cost: each command imports only what it needs -------------------------
+
+_MODULES_AFTER = """
+import contextlib, io, json, sys
+from qconvert.cli import main
+with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+    code = main(json.loads(sys.argv[1]))
+print(json.dumps({"code": code, "modules": sorted(sys.modules)}))
+"""
+
+_STAGES = ("qconvert.converter.pipeline", "qconvert.converter.importer", "qconvert.converter.graphdef",
+           "qconvert.legalize", "qconvert.prepare", "qconvert.quantize_pass")
+
+
+def _modules_after(args: list[str]) -> set[str]:
+    import json
+
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run([sys.executable, "-c", _MODULES_AFTER, json.dumps(args)], capture_output=True,
+                          text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["code"] == 0
+    return set(result["modules"])
+
+
+def _loaded(modules: set[str], prefixes: tuple[str, ...]) -> list[str]:
+    return sorted(m for m in modules if any(m == p or m.startswith(p + ".") for p in prefixes))
+
+
+@pytest.mark.parametrize("args", [["--help"], ["dump", "--help"], ["batch", "--help"], ["convert", "--help"]])
+def test_help_imports_no_numpy_and_no_converter(args: list[str]) -> None:
+    modules = _modules_after(args)
+    assert _loaded(modules, ("numpy", "google.protobuf", "ai_edge_litert", "flatbuffers", "tensorflow",
+                             "qconvert.converter", "qconvert.schema", "qconvert.dump", "qconvert.batch")) == []
+
+
+def test_dump_imports_no_converter_stages_and_no_protobuf(tmp_path: Path) -> None:
+    out = tmp_path / "m.tflite"
+    assert main([str(EXAMPLE), "--inputs-range", "input=-1,1", "-o", str(out)]) == 0
+    modules = _modules_after(["dump", str(out)])
+    assert "qconvert.dump" in modules
+    assert _loaded(modules, _STAGES + ("google.protobuf", "tensorflow", "qconvert.batch")) == []
+
+
+def test_convert_imports_no_tensorflow_and_no_dump(tmp_path: Path) -> None:
+    modules = _modules_after([str(EXAMPLE), "--inputs-range", "input=-1,1", "-o", str(tmp_path / "m.tflite")])
+    assert "qconvert.converter.pipeline" in modules
+    assert _loaded(modules, ("tensorflow", "tf_keras", "qconvert.dump", "qconvert.batch")) == []
