@@ -359,18 +359,17 @@ class Graph:
 
     def prune(self) -> None:
         """Drop nodes whose outputs nobody reads, and tensors nobody mentions."""
-        live = set(self.outputs)
-        dead: list[Node] = []
-        for node in reversed(self.nodes):
-            if any(o in live for o in node.outputs):
-                live.update(i for i in node.inputs if i)
-            else:
-                dead.append(node)
-        self.remove_nodes(dead)
-        used = live | set(self.inputs)
-        for node in self.nodes:
-            used.update(node.outputs)
-        self.tensors = {k: v for k, v in self.tensors.items() if k in used}
+        if self._dirty:
+            self._flush()
+        keep = set(self.outputs)
+        consumers = self._consumers  # kept current by remove_nodes below
+        for node in reversed(self.nodes):  # readers first, so a chain of dead nodes goes at once
+            if not any(o in keep or o in consumers for o in node.outputs):
+                self.remove_nodes([node])
+        producers, io = self._producers, {*self.inputs, *self.outputs}
+        unused = [k for k in self.tensors if k not in producers and k not in consumers and k not in io]
+        for k in unused:
+            del self.tensors[k]
 
     def __iter__(self) -> Iterator[Node]:
         return iter(list(self.nodes))
