@@ -11,7 +11,7 @@ import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Mapping, Sequence, TextIO
+from typing import Any, Iterator, Mapping, Sequence, TextIO
 
 from qconvert.converter.ir import ConversionError, Graph
 
@@ -34,7 +34,20 @@ def convert_graph(
     default_ranges: tuple[float, float] | None = None,
     allow_float: bool = False,
     check_each_pass: bool = False,
+    calibration_data: str | os.PathLike | Mapping[str, Any] | None = None,
+    calibration_samples: int | None = None,
+    calibration_batch: int = 1,
+    calibration_method: str = "minmax",
+    seed: int = 0,
+    ranges_file: str | os.PathLike | Mapping[str, Sequence[float]] | None = None,
+    progress: Any = None,
 ) -> Result:
+    """Convert a frozen GraphDef (bytes or path) and return the model bytes, the final IR and notes.
+
+    Float graphs: ``calibration_data`` (a path, see :mod:`qconvert.calibration_data`, or a
+    mapping of input name to an [N, ...] array) gives ranges to tensors without a FakeQuant;
+    ``ranges_file`` (a JSON path or a mapping of tensor name to (min, max)) sets ranges by hand.
+    """
     from qconvert.converter.graphdef import parse_graphdef, read_graphdef
     from qconvert.converter.importer import import_graph
     from qconvert.converter.pipeline import Options, run
@@ -43,10 +56,66 @@ def convert_graph(
     with _no_cyclic_gc():
         raw = parse_graphdef(model) if isinstance(model, (bytes, bytearray)) else read_graphdef(model)
         graph = import_graph(raw, inputs, outputs, input_shapes)
+        calibration = _calibration(graph, calibration_data, calibration_samples, calibration_batch,
+                                   calibration_method, seed, ranges_file, progress)
         options = Options(dict(input_ranges or {}), dict(input_shapes or {}), inputs, outputs, tuple(dump_after),
-                          dump_to, default_ranges, allow_float, check_each_pass)
+                          dump_to, default_ranges, allow_float, check_each_pass, calibration)
         graph = run(graph, options)
         return Result(write_model(graph, description=_description()), graph, list(graph.notes))
+
+
+def _calibration(graph: Graph, data: Any, samples: int | None, batch: int, method: str, seed: int,
+                 ranges_file: Any, progress: Any) -> Any:
+    if data is None and ranges_file is None:
+        return None
+    from qconvert.prepare.calibrate import METHODS, Calibration
+
+    if method not in METHODS:
+        raise ConversionError(f"calibration method '{method}' is not available; choose one of {', '.join(METHODS)}")
+    if batch < 1 or (samples is not None and samples < 1):
+        raise ConversionError("--calibration-batch and --calibration-samples must be at least 1")
+    loaded = None
+    if data is not None:
+        shapes = {n: graph.tensors[n].shape for n in graph.inputs}
+        if isinstance(data, Mapping):
+            from qconvert.calibration_data import _as_samples
+
+            missing = [n for n in shapes if n not in data]
+            if missing:
+                raise ConversionError(f"calibration data has no array for input '{missing[0]}'")
+            loaded = {n: _as_samples(n, data[n], shapes[n], "calibration data") for n in shapes}
+            if samples is not None:
+                loaded = {n: a[:samples] for n, a in loaded.items()}
+        else:
+            from qconvert.calibration_data import load_samples
+
+            loaded = load_samples(data, shapes, samples, seed)
+    return Calibration(loaded, batch, method, _read_ranges(ranges_file), progress)
+
+
+def _read_ranges(source: Any) -> dict[str, tuple[float, float]]:
+    if source is None:
+        return {}
+    if isinstance(source, Mapping):
+        raw: Any = source
+    else:
+        import json
+
+        try:
+            raw = json.loads(Path(source).read_text())
+        except OSError as exc:
+            raise ConversionError(f"cannot read ranges file '{source}': {exc.strerror}") from None
+        except ValueError as exc:
+            raise ConversionError(f"ranges file '{source}' is not valid JSON: {exc}") from None
+    if not isinstance(raw, Mapping):
+        raise ConversionError("ranges file: expected a JSON object of tensor name -> [min, max]")
+    out = {}
+    for name, pair in raw.items():
+        if (not isinstance(pair, (list, tuple)) or len(pair) != 2
+                or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in pair)):
+            raise ConversionError(f"ranges file: tensor '{name}' needs [min, max] numbers, got {pair!r}")
+        out[str(name)] = (float(pair[0]), float(pair[1]))
+    return out
 
 
 @contextlib.contextmanager

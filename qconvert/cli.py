@@ -8,6 +8,7 @@ imported inside the commands so that ``--help`` stays fast.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from typing import Sequence
@@ -82,11 +83,25 @@ def cli() -> None:
               help="Range for every tensor with none (dummy quantization, for experiments; each use is reported).")
 @click.option("--allow-float", "allow_float", is_flag=True,
               help="Leave ops that cannot be quantized in float (DEQUANTIZE/QUANTIZE around them) instead of failing.")
+@click.option("--calibration-data", "calibration_data", type=click.Path(path_type=str), metavar="PATH",
+              help="Float graphs: .npz (an array per input), .npy (one input) or a directory of them; "
+                   "samples on axis 0. Ranges of tensors without a FakeQuant come from running the graph on them.")
+@click.option("--calibration-samples", "calibration_samples", type=click.IntRange(min=1), metavar="N",
+              help="Use N samples (drawn with --seed when there are more).")
+@click.option("--calibration-batch", "calibration_batch", type=click.IntRange(min=1), default=1, show_default=True,
+              metavar="B", help="Samples run at once while calibrating.")
+@click.option("--calibration-method", "calibration_method", type=click.Choice(["minmax"]), default="minmax",
+              show_default=True, help="minmax: min and max over all samples (TensorFlow's calibration).")
+@click.option("--seed", "seed", type=int, default=0, show_default=True, help="Seed for drawing calibration samples.")
+@click.option("--ranges-file", "ranges_file", type=click.Path(path_type=str), metavar="FILE",
+              help="JSON {tensor: [min, max]}: ranges by hand; they override calibration.")
 @click.option("--debug", is_flag=True, help="Show a traceback on errors.")
 def convert(model: str, output: str | None, ranges: tuple[str, ...], shapes: tuple[str, ...],
             inputs: tuple[str, ...], outputs: tuple[str, ...], dump_after: tuple[str, ...], report: str | None,
-            default_ranges: str | None, allow_float: bool, debug: bool) -> None:
-    """Convert a frozen QAT GraphDef MODEL.pb to a fully-int8 TFLite model."""
+            default_ranges: str | None, allow_float: bool, calibration_data: str | None,
+            calibration_samples: int | None, calibration_batch: int, calibration_method: str, seed: int,
+            ranges_file: str | None, debug: bool) -> None:
+    """Convert a frozen GraphDef MODEL.pb (QAT, or float with --calibration-data) to a fully-int8 TFLite model."""
     defaults = None
     if default_ranges is not None:
         name, defaults = _parse_range(default_ranges)
@@ -108,7 +123,11 @@ def convert(model: str, output: str | None, ranges: tuple[str, ...], shapes: tup
         try:
             result = api.convert_graph(model, input_ranges, input_shapes, _names(inputs), _names(outputs), dump_after,
                                        default_ranges=defaults, allow_float=allow_float,
-                                       check_each_pass=debug)
+                                       check_each_pass=debug, calibration_data=calibration_data,
+                                       calibration_samples=calibration_samples,
+                                       calibration_batch=calibration_batch,
+                                       calibration_method=calibration_method, seed=seed, ranges_file=ranges_file,
+                                       progress=_calibration_progress())
             api.write_atomic(target, result.model)
         except Exception as exc:
             if report:
@@ -185,6 +204,15 @@ def _io(graph, name: str) -> str:
     t = graph.tensors[name]
     q = t.quant
     return f"{name} {t.dtype}{list(t.shape)} scale={float(q.scale[0]):.6g} zp={q.zero_point[0]}" if q else name
+
+
+def _calibration_progress():  # type: ignore[no-untyped-def]
+    """A progress line on a terminal; nothing in CI or when stderr is not a terminal."""
+    if os.environ.get("CI", "").lower() in ("1", "true") or not sys.stderr.isatty():
+        return None
+    from qconvert.prepare.calibrate import print_progress
+
+    return print_progress
 
 
 def _guard(work, debug: bool) -> None:

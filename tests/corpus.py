@@ -86,8 +86,10 @@ class GraphBuilder:
     ``default_rng(seed)`` in both passes, so both passes see identical weights.
     """
 
-    def __init__(self, tf: Any, seed: int, ranges: dict[str, tuple[float, float]] | None):
+    def __init__(self, tf: Any, seed: int, ranges: dict[str, tuple[float, float]] | None,
+                 float_graph: bool = False):
         self.tf = tf
+        self.float_graph = float_graph  # no FakeQuant at all: a graph for post-training calibration
         self.rng = np.random.default_rng(seed)
         self.ranges = ranges
         self.probes: dict[str, Any] = {}
@@ -98,7 +100,7 @@ class GraphBuilder:
 
     @property
     def calibrating(self) -> bool:
-        return self.ranges is None
+        return self.ranges is None and not self.float_graph
 
     def _uid(self, stem: str) -> str:
         self._n += 1
@@ -124,7 +126,7 @@ class GraphBuilder:
         x = tf.compat.v1.placeholder(tf.float32, run_shape, name=name)
         self.inputs.append((name, list(shape), rng_range))
         self.placeholders[name] = x
-        if fake_quant is None:
+        if fake_quant is None or self.float_graph:
             return x
         return self._fake_quant(x, rng_range, style=fake_quant, narrow=False, name=f"{name}/fq")
 
@@ -160,13 +162,13 @@ class GraphBuilder:
 
     def fixed(self, x: Any, rng_range: tuple[float, float], name: str) -> Any:
         """A FakeQuant with a hand-picked range (not learned); a no-op while calibrating."""
-        if self.calibrating:
+        if self.calibrating or self.float_graph:
             return x
         return self._fake_quant(x, rng_range, style="vars", narrow=False, name=name)
 
     def act(self, x: Any, tag: str, *, narrow: bool = False, style: str = "vars") -> Any:
         """FakeQuant an activation with its learned range (or record it while calibrating)."""
-        if self.calibrating:
+        if self.calibrating or self.float_graph:
             assert tag not in self.probes, f"duplicate activation tag {tag}"
             self.probes[tag] = x
             return x
@@ -206,6 +208,8 @@ class GraphBuilder:
         w = w64.astype(np.float32)
         name = self._uid("weights")
         wt = tf.constant(w, name=name)
+        if self.float_graph:
+            return wt
         if per_channel:
             m = np.abs(w).reshape(-1, w.shape[-1]).max(axis=0).astype(np.float32)
             mn, mx = self._minmax(-m, m, style, name)
@@ -513,6 +517,27 @@ def build_qat_graph(
         input_ranges={n: (float(r[0]), float(r[1])) for n, _, r in b.inputs},
         description=description,
         ops=frozenset(node.op for node in gd.node),
+    )
+
+
+def build_float_graph(name: str) -> CorpusModel:
+    """The float twin of a corpus model: same weights, no FakeQuant anywhere (for PTQ)."""
+    import tensorflow as tf
+
+    if name not in _BUILDERS:
+        raise KeyError(f"unknown corpus model {name!r}; known: {', '.join(MODEL_NAMES)}")
+    seed, fn = _BUILDERS[name]
+    graph = tf.Graph()
+    with graph.as_default():
+        b = GraphBuilder(tf, seed, None, float_graph=True)
+        description = fn(b)
+    gd = graph.as_graph_def()
+    return CorpusModel(
+        name=f"{name}_float", graph_def=gd.SerializeToString(deterministic=True),
+        inputs=[n for n, _, _ in b.inputs], outputs=list(b.outputs),
+        shapes={n: list(s) for n, s, _ in b.inputs},
+        input_ranges={n: (float(r[0]), float(r[1])) for n, _, r in b.inputs},
+        description=f"float: {description}", ops=frozenset(node.op for node in gd.node),
     )
 
 

@@ -282,6 +282,143 @@ def compare_models(ours: bytes, theirs: bytes, n_inputs: int = 16, seed: int = 0
     return report
 
 
+# ---------------------------------------------------------------------------
+# Post-training quantization (float graphs + representative data)
+# ---------------------------------------------------------------------------
+
+
+def tf_ptq_convert(model: Any, samples: dict[str, np.ndarray]) -> bytes:
+    """TensorFlow's full-integer post-training quantization of a float frozen graph:
+    ``optimizations=[DEFAULT]``, ``representative_dataset`` yielding the samples one at a
+    time (batch 1, in order), ``TFLITE_BUILTINS_INT8``, int8 input and output."""
+    import tempfile
+
+    import tensorflow as tf
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "model.pb")
+        with open(path, "wb") as f:
+            f.write(model.graph_def)
+        c = tf.compat.v1.lite.TFLiteConverter.from_frozen_graph(path, model.inputs, model.outputs, model.shapes)
+        c.optimizations = [tf.lite.Optimize.DEFAULT]
+        n = len(next(iter(samples.values())))
+
+        def representative() -> Any:
+            for i in range(n):
+                yield [samples[name][i:i + 1] for name in model.inputs]
+
+        c.representative_dataset = representative
+        c.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+        c.inference_input_type = tf.int8
+        c.inference_output_type = tf.int8
+        return c.convert()
+
+
+@dataclass
+class PtqReport:
+    tensors: int = 0  # quantized activation tensors compared
+    weights: int = 0  # int8 constant tensors compared
+    max_rel_scale: float = 0.0
+    zero_point_diffs: list[str] = field(default_factory=list)
+    scale_diffs: list[str] = field(default_factory=list)
+    weight_diffs: list[str] = field(default_factory=list)
+    unpaired: list[str] = field(default_factory=list)  # op types whose counts differ (TF folded some)
+    outputs: int = 0
+    within_1: int = 0
+    max_lsb: int = 0
+
+    @property
+    def within_1_fraction(self) -> float:
+        return self.within_1 / max(self.outputs, 1)
+
+    def __str__(self) -> str:
+        return (f"{self.tensors} activations (max rel scale diff {self.max_rel_scale:.1e}, "
+                f"{len(self.zero_point_diffs)} zero points differ), {self.weights} weights "
+                f"({len(self.weight_diffs)} differ), outputs {self.within_1}/{self.outputs} within 1 LSB "
+                f"(max {self.max_lsb}){'; unpaired ' + ', '.join(self.unpaired) if self.unpaired else ''}")
+
+
+def _ops_with_tensors(tflite: bytes) -> list[tuple[str, list[Any], list[Any]]]:
+    m = _model_t(tflite)
+    sg = m.subgraphs[0]
+    names = op_names(tflite)
+    out = []
+    for k, o in enumerate(sg.operators):
+        def info(i: int) -> Any:
+            if i < 0:
+                return None
+            t = sg.tensors[i]
+            q = t.quantization
+            data = m.buffers[t.buffer].data
+            return (t.name.decode(), int(t.type),
+                    None if q is None or q.scale is None else np.asarray(q.scale, np.float32),
+                    None if q is None or q.zeroPoint is None else np.asarray(q.zeroPoint, np.int64),
+                    None if data is None else np.asarray(data, np.uint8).tobytes())
+        out.append((names[k], [info(i) for i in o.inputs], [info(i) for i in o.outputs]))
+    return out
+
+
+def compare_ptq(ours: bytes, theirs: bytes, samples: dict[str, np.ndarray], inputs: Sequence[str]) -> PtqReport:
+    """Pair the two files' ops (k-th op of a type with the k-th op of that type) and compare
+    every quantized operand: zero points, scales (relative difference), int8 weight bytes;
+    then run both in LiteRT (reference kernels) on the samples quantized with each file's
+    input parameters and count int8 outputs within 1 LSB."""
+    report = PtqReport()
+    a, b = _ops_with_tensors(theirs), _ops_with_tensors(ours)
+    by_type_a: dict[str, list[Any]] = {}
+    by_type_b: dict[str, list[Any]] = {}
+    for op in a:
+        by_type_a.setdefault(op[0], []).append(op)
+    for op in b:
+        by_type_b.setdefault(op[0], []).append(op)
+    for op_type in sorted(set(by_type_a) | set(by_type_b)):
+        la, lb = by_type_a.get(op_type, []), by_type_b.get(op_type, [])
+        if len(la) != len(lb):
+            report.unpaired.append(f"{op_type} TF {len(la)} vs ours {len(lb)}")
+            continue
+        for x, y in zip(la, lb):
+            for tx, ty in zip(x[1] + x[2], y[1] + y[2]):
+                if tx is None or ty is None or tx[2] is None or ty[2] is None or tx[1] != ty[1]:
+                    continue
+                where = f"{op_type} {tx[0]!r}/{ty[0]!r}"
+                if tx[2].shape != ty[2].shape:
+                    report.scale_diffs.append(f"{where}: {tx[2].size} vs {ty[2].size} scales")
+                    continue
+                rel = float(np.max(np.abs(tx[2].astype(np.float64) / ty[2].astype(np.float64) - 1.0)))
+                if tx[4] is not None and tx[1] == 9:  # int8 constant: a weight
+                    report.weights += 1
+                    if tx[4] != ty[4] or rel > 0 or not np.array_equal(tx[3], ty[3]):
+                        report.weight_diffs.append(where)
+                    continue
+                if tx[4] is not None:
+                    continue  # int32 biases follow from the scales
+                report.tensors += 1
+                report.max_rel_scale = max(report.max_rel_scale, rel)
+                if rel > 1e-5:
+                    report.scale_diffs.append(f"{where}: rel {rel:.2e}")
+                if not np.array_equal(tx[3], ty[3]):
+                    report.zero_point_diffs.append(f"{where}: {tx[3].tolist()} vs {ty[3].tolist()}")
+    results = []
+    for buf in (theirs, ours):
+        interp = _interpreter(buf)
+        details = interp.get_input_details()
+        n = len(next(iter(samples.values())))
+        rows = []
+        for i in range(n):
+            for j, d in enumerate(details):
+                name = d["name"] if d["name"] in samples else list(inputs)[j]
+                scale, zp = d["quantization"]
+                x = samples[name][i:i + 1]
+                interp.set_tensor(d["index"], np.clip(np.round(x / scale + zp), -128, 127).astype(np.int8))
+            interp.invoke()
+            rows.append(np.concatenate([interp.get_tensor(o["index"]).astype(np.int64).ravel()
+                                        for o in interp.get_output_details()]))
+        results.append(np.stack(rows))
+    diff = np.abs(results[0] - results[1])
+    report.outputs, report.within_1, report.max_lsb = diff.size, int(np.count_nonzero(diff <= 1)), int(diff.max())
+    return report
+
+
 if __name__ == "__main__":  # python tests/oracle.py: convert the corpus with TF, self-compare
     import sys
     import time

@@ -162,6 +162,7 @@ class Graph:
         self.output_names: list[str] = []  # names the user asked for, given to outputs at the end
         self.notes: list[str] = []  # warnings for the user (printed on stderr by the CLI)
         self.allow_float = False  # --allow-float: ops that cannot be quantized stay float
+        self.legacy_float_scale = False  # post-training quantization: TF's float32 scale arithmetic
         self._names: set[str] = set()
         # node order: a doubly linked list plus increasing keys for comparisons
         self._key: dict[Node, float] = {}

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Callable, Mapping, Sequence, TextIO
+from typing import Any, Callable, Mapping, Sequence, TextIO
 
 from qconvert.converter.ir import ConversionError, Graph
 
@@ -30,6 +30,7 @@ class Options:
     default_ranges: tuple[float, float] | None = None
     allow_float: bool = False
     check_each_pass: bool = False  # --debug
+    calibration: Any = None  # prepare.calibrate.Calibration (--calibration-data, --ranges-file)
 
 
 class InvariantError(ConversionError):
@@ -42,6 +43,7 @@ def stages(options: Options) -> list[tuple[str, list[Pass]]]:
     from qconvert.legalize.fake_quant import legalize_fake_quant, move_reshape_above_fake_quant
     from qconvert.legalize.input_ranges import set_input_ranges
     from qconvert.legalize.tf_ops import legalize_ops
+    from qconvert.prepare.calibrate import calibrate
     from qconvert.prepare.check import check_quantizable
     from qconvert.prepare.default_ranges import apply_default_ranges
     from qconvert.prepare.drop_fake_quant import drop_fake_quant
@@ -60,18 +62,22 @@ def stages(options: Options) -> list[tuple[str, list[Pass]]]:
         move_reshape_above_fake_quant(graph)
         return graph
 
-    set_ranges = partial(set_input_ranges, ranges=options.input_ranges, default=options.default_ranges)
+    set_ranges = partial(set_input_ranges, ranges=options.input_ranges, default=options.default_ranges,
+                         calibrating=options.calibration is not None)
 
     def default_ranges(graph: Graph) -> Graph:
         if options.default_ranges is None:
             return graph
         return propagate_quant_params(apply_default_ranges(graph, options.default_ranges))
     set_ranges.__name__ = "set_input_ranges"  # type: ignore[attr-defined]
+
+    def calibrated(graph: Graph) -> Graph:
+        return calibrate(graph, options.calibration)
     return [
         ("inputs", [move_reshapes, set_ranges]),
         ("legalize", [fold_dilated_conv, legalize_fake_quant, legalize_clamps, legalize_ops]),
         ("fold", [fold_constants, hoist_layout, fold_constants, drop_fake_quant, remove_identity_arith]),
-        ("prepare", [fuse_bias_add, fold_mul_into_weights, fuse_bias_add, fuse_activation,
+        ("prepare", [fuse_bias_add, fold_mul_into_weights, fuse_bias_add, fuse_activation, calibrated,
                      propagate_quant_params, default_ranges, check_quantizable]),
         (
             "quantize",

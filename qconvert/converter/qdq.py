@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from qconvert.converter.ir import Graph, Node, QuantParams, Tensor
 
-IMMUTABLE_ORIGINS = {"fake_quant", "input_range", "fixed", "weight", "bias"}
+IMMUTABLE_ORIGINS = {"fake_quant", "input_range", "fixed", "weight", "bias", "calibration", "ranges_file"}
 
 
 def add_qdq(graph: Graph, source: str, params: QuantParams, origin: str, *,

@@ -392,14 +392,20 @@ def quantize_bias(b: np.ndarray, scales: Sequence[float] | float) -> np.ndarray:
     return np.clip(q, INT32_MIN, INT32_MAX).astype(np.int32)
 
 
-def bias_params(input_params: QuantParams, weight_params: QuantParams) -> QuantParams:
+def bias_params(input_params: QuantParams, weight_params: QuantParams, legacy_float_scale: bool = False) -> QuantParams:
     """The bias type ``GetUniformQuantizedTypeForBias`` builds
     (quantization_lib/quantization_utils.cc): scale[c] = in_scale * w_scale[c] as a
     product of the DOUBLE scales, zero point 0, signed int32 full range. Per-axis
     (axis 0 of the 1-D bias) only when the weight has more than one scale.
+    With ``legacy_float_scale`` (post-training quantization) the scales are cast to
+    float32 and multiplied in float32.
     """
     s_in = input_params.scale[0]
-    scales = tuple(1.0 * s_in * s_w for s_w in weight_params.scale)
+    if legacy_float_scale:
+        f_in = np.float32(s_in)
+        scales = tuple(float(f_in * np.float32(s_w)) for s_w in weight_params.scale)
+    else:
+        scales = tuple(1.0 * s_in * s_w for s_w in weight_params.scale)
     axis = 0 if len(scales) > 1 else None
     return QuantParams(
         scale=scales, zero_point=(0,) * len(scales), axis=axis, qmin=INT32_MIN, qmax=INT32_MAX, dtype="int32"
@@ -774,4 +780,32 @@ def signed_range_params(rmin: float, rmax: float) -> QuantParams:
     """``fakeQuantAttrsToType(8 bits, rmin, rmax, narrow_range=false, is_signed=true)`` as
     TensorFlow's DefaultQuantParams pass applies ``default_ranges_stats`` (default_quant_params.cc)."""
     scale, zp = _nudged_scale_and_zero_point(-128, 127, float(rmin), float(rmax))
+    return QuantParams(scale=(scale,), zero_point=(zp,), axis=None, qmin=-128, qmax=127, dtype="int8")
+
+
+def calibrated_range_params(rmin: float, rmax: float, legacy_float_scale: bool = True) -> QuantParams:
+    """The int8 type TensorFlow gives a tensor from calibration statistics.
+
+    ``ConvertStatsToQDQs`` (compiler/mlir/quantization/common/quantization_lib/
+    quantization_utils.h): the calibrator's float32 min/max are widened to include 0,
+    a range narrower than 1e-6 is widened by 1e-6 on each side (``TensorRangeSanityCheck``),
+    then ``fakeQuantAttrsToType(8 bits, narrow_range=false, is_signed=true)`` nudges in
+    the SIGNED domain (unlike a FakeQuant's, which nudges unsigned). TensorFlow's
+    post-training quantizer runs with ``legacy_float_scale``: ``DownCastScale`` then
+    recomputes the scale and zero point in float32 (the default here).
+    """
+    lo = min(_as_f32_double(rmin), 0.0)
+    hi = max(_as_f32_double(rmax), 0.0)
+    if abs(hi - lo) < _NEAR_ZERO_TOLERANCE:
+        lo -= _NEAR_ZERO_TOLERANCE
+        hi += _NEAR_ZERO_TOLERANCE
+    if not legacy_float_scale:
+        scale, zp = _nudged_scale_and_zero_point(-128, 127, lo, hi)
+        return QuantParams(scale=(scale,), zero_point=(zp,), axis=None, qmin=-128, qmax=127, dtype="int8")
+    # DownCastScale (quantization_utils.cc): the scale again, in float32; the zero point
+    # from the min, in double divided by that scale, rounded to float32, then rounded
+    f32 = np.float32
+    scale = float(f32(f32(hi) - f32(lo)) / f32(255.0))
+    zp_from_min = float(f32(-128.0 - lo / scale))
+    zp = -128 if zp_from_min < -128 else 127 if zp_from_min > 127 else round_half_away(zp_from_min)
     return QuantParams(scale=(scale,), zero_point=(zp,), axis=None, qmin=-128, qmax=127, dtype="int8")

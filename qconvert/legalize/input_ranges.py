@@ -43,8 +43,10 @@ def resolve_ranges(graph: Graph, ranges: Mapping[str | None, tuple[float, float]
 
 
 def set_input_ranges(
-    graph: Graph, ranges: Mapping[str | None, tuple[float, float]], default: tuple[float, float] | None = None
+    graph: Graph, ranges: Mapping[str | None, tuple[float, float]], default: tuple[float, float] | None = None,
+    calibrating: bool = False,
 ) -> Graph:
+    """``calibrating``: an input with no range is left to calibration (stage 4a')."""
     from qconvert.converter.quant_math import input_range_params, signed_range_params
 
     named = resolve_ranges(graph, ranges)
@@ -61,10 +63,12 @@ def set_input_ranges(
             graph.notes.append(f"input '{name}' has no range: --default-ranges {default[0]:g},{default[1]:g} used")
             insert_qdq_after(graph, name, signed_range_params(*default), "default")
             continue
+        if name not in named and calibrating:
+            continue
         if name not in named:
             raise ConversionError(
                 f"input '{name}' has no range and no FakeQuant after it; pass --inputs-range {name}=MIN,MAX "
-                f"(the float range of the data you feed, e.g. -1,1)"
+                f"(the float range of the data you feed, e.g. -1,1), or --calibration-data for a float graph"
             )
         lo, hi = named[name]
         insert_qdq_after(graph, name, input_range_params(lo, hi), "input_range")

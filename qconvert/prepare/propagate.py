@@ -73,13 +73,16 @@ def _weighted(graph: Graph, node: Node) -> Touched | None:
     row = TFL_OPS[node.op]
     x, w, b = node.inputs[:3]
     if params_in(graph, w) is None and graph.is_const(w):
-        insert_qdq_on_edge(graph, node, 1, weight_params(graph.const(w), row.weight_axis), "weight")
+        axis = row.weight_axis
+        if axis is None and graph.legacy_float_scale:
+            axis = 0  # post-training quantization: FULLY_CONNECTED weights per output channel too (TF 2.21)
+        insert_qdq_on_edge(graph, node, 1, weight_params(graph.const(w), axis), "weight")
     if params_in(graph, b) is not None or not graph.is_const(b):
         return []
     px, pw = params_in(graph, node.inputs[0]), params_in(graph, node.inputs[1])
     if px is None or pw is None:
         return None  # the input's parameters are not known yet: retry when they are
-    insert_qdq_on_edge(graph, node, 2, bias_params(px[0], pw[0]), "bias")
+    insert_qdq_on_edge(graph, node, 2, bias_params(px[0], pw[0], graph.legacy_float_scale), "bias")
     return []
 
 

@@ -1,0 +1,234 @@
+"""Post-training calibration of float graphs (``--calibration-data``), against TensorFlow.
+
+The oracle: TensorFlow's full-integer post-training quantization of the same float
+frozen graph with the same samples as representative data (tests/oracle.py
+``tf_ptq_convert``). Per model: every quantized activation's zero point equal and
+scale within 1e-5 relative (the calibrated min/max come from a different float
+kernel: TFLite's vs our numpy), int8 weights identical, and int8 outputs in LiteRT
+within 1 LSB on at least 99.9% of elements (in practice: all equal, see the table
+printed with ``-s``).
+
+Hand-derived unit tests cover the parameter formula, the rules for which ranges are
+kept, the in-place rule, the data files and the command line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from qconvert.converter import quant_math as qm
+from qconvert.converter.ir import ConversionError, Graph, Node, Tensor
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+ROOT = Path(__file__).resolve().parent.parent
+
+# Corpus models whose float twins TF quantizes op for op as we do. pad_squeeze_reshape:
+# TF folds the Pad into a SAME convolution and drops the Squeeze in float graphs; we
+# keep both (same parameters, checked on outputs only).
+PTQ_MODELS = ["conv_relu_perchannel", "classifier_cli_input", "depthwise", "residual", "two_inputs_arith",
+              "concat_branches", "pad_squeeze_reshape", "sigmoid_tanh_two_outputs", "small_classifier",
+              "mean_keepdims_mul", "requantize"]
+N_SAMPLES = 32
+
+
+def _samples(m, seed: int = 0) -> dict[str, np.ndarray]:  # type: ignore[no-untyped-def]
+    rng = np.random.default_rng(seed)
+    return {k: rng.uniform(*m.input_ranges[k], size=[N_SAMPLES, *m.shapes[k][1:]]).astype(np.float32)
+            for k in m.inputs}
+
+
+@pytest.mark.parametrize("name", PTQ_MODELS)
+def test_calibration_matches_tensorflow_ptq(name: str) -> None:
+    pytest.importorskip("tensorflow", reason="TensorFlow's post-training quantizer is the oracle")
+    import corpus
+    import oracle
+    from qconvert.api import convert_graph
+
+    m = corpus.build_float_graph(name)
+    samples = _samples(m)
+    theirs = oracle.tf_ptq_convert(m, samples)
+    ours = convert_graph(m.graph_def, inputs=m.inputs, outputs=m.outputs, calibration_data=samples).model
+    report = oracle.compare_ptq(ours, theirs, samples, m.inputs)
+    print(f"\n{name}: {report}")
+    assert report.tensors > 0
+    assert report.zero_point_diffs == []
+    assert report.scale_diffs == []
+    assert report.weight_diffs == []
+    assert report.within_1_fraction >= 0.999
+    if name != "pad_squeeze_reshape":
+        assert report.unpaired == []
+    assert oracle.float_tensors(ours) == []
+
+
+# --- the parameter formula, by hand ---------------------------------------------------
+
+def test_calibrated_params_include_zero_and_use_float32_scale() -> None:
+    p = qm.calibrated_range_params(0.5, 6.0)  # widened to [0, 6]
+    assert p.zero_point == (-128,)
+    assert p.scale[0] == float(np.float32(6.0) / np.float32(255.0))
+    q = qm.calibrated_range_params(-1.0, 1.0)
+    # scale 2/255 in float32; zero point -128 - (-1)/scale = -0.5 -> rounds away to -1
+    assert q.scale[0] == float(np.float32(2.0) / np.float32(255.0)) and q.zero_point == (-1,)
+
+
+def test_calibrated_params_widen_a_tiny_range() -> None:
+    p = qm.calibrated_range_params(0.0, 0.0)  # widened to [-1e-6, 1e-6] (TensorRangeSanityCheck)
+    scale = np.float32(np.float32(1e-6) - np.float32(-1e-6)) / np.float32(255)
+    assert p.scale[0] == float(scale)
+    # zero point: float32(-128 + 1e-6 / scale), about -0.5, rounded half away from zero
+    zp = float(np.float32(-128.0 + 1e-6 / float(scale)))
+    assert abs(zp + 0.5) < 1e-3 and p.zero_point == (qm.round_half_away(zp),)
+
+
+def test_legacy_bias_scale_is_a_float32_product() -> None:
+    x = qm.calibrated_range_params(-1.0, 3.0)
+    w = qm.QuantParams(scale=(0.0123456789, 0.02), zero_point=(0, 0), axis=0, qmin=-127, qmax=127)
+    b = qm.bias_params(x, w, legacy_float_scale=True)
+    assert b.scale == tuple(float(np.float32(x.scale[0]) * np.float32(s)) for s in w.scale)
+    assert qm.bias_params(x, w).scale == tuple(x.scale[0] * s for s in w.scale)
+
+
+# --- which ranges are kept -----------------------------------------------------------
+
+def _graph(*nodes: tuple[str, list[str], str], inputs=("x",), shape=(1, 4, 4, 2)) -> Graph:  # type: ignore[no-untyped-def]
+    g = Graph()
+    for name in inputs:
+        g.add_tensor(Tensor(name, "float32", shape))
+    g.inputs = list(inputs)
+    for op, ins, out in nodes:
+        g.add_tensor(Tensor(out, "float32", shape))
+        g.add_node(Node(op, ins, [out], {"fused_activation_function": "NONE"}, name=out))
+    g.outputs = [nodes[-1][2]]
+    return g
+
+
+def test_same_scale_results_take_their_operand_range_and_fixed_outputs_drop_theirs() -> None:
+    from qconvert.prepare.calibrate import drop_redundant
+
+    g = _graph(("RELU", ["x"], "a"), ("MAX_POOL_2D", ["a"], "p"), ("RESHAPE", ["p"], "r"), ("LOGISTIC", ["r"], "s"))
+    stats = {n: (-1.0, 1.0) for n in ("x", "a", "p", "r", "s")}
+    assert set(drop_redundant(g, stats)) == {"x", "a"}
+
+
+def test_concatenation_keeps_its_result_range_and_drops_its_operands() -> None:
+    from qconvert.prepare.calibrate import drop_redundant
+
+    g = _graph(("RELU", ["x"], "a"), ("RELU6", ["x"], "b"), ("CONCATENATION", ["a", "b"], "c"))
+    stats = {n: (0.0, 1.0) for n in ("x", "a", "b", "c")}
+    assert set(drop_redundant(g, stats)) == {"x", "c"}
+
+
+def test_an_in_place_add_widens_its_operand_range() -> None:
+    from qconvert.prepare.calibrate import _in_place_unions
+
+    # y = relu(x) read twice (not shareable); z = y2 + y (y2 read once: shared); out = z * 2
+    g = _graph(("RELU", ["x"], "y"), ("RELU6", ["y"], "y2"), ("ADD", ["y2", "y"], "z"), ("MUL", ["z", "y"], "out"))
+    lo = {"x": -1.0, "y": 0.0, "y2": 0.0, "z": 0.0, "out": 0.0}
+    hi = {"x": 1.0, "y": 1.0, "y2": 1.0, "z": 2.0, "out": 4.0}
+    _in_place_unions(g, lo, hi)
+    assert hi["y2"] == 2.0  # ADD wrote z into y2's buffer
+    assert hi["y"] == 1.0  # read by three nodes
+    assert hi["z"] == 2.0  # MUL's output is the graph output: not shared
+
+
+# --- data files and the command line -------------------------------------------------
+
+def test_load_samples_npz_npy_directory_and_limit(tmp_path: Path) -> None:
+    from qconvert.calibration_data import load_samples
+
+    a = np.arange(5 * 3, dtype=np.float32).reshape(5, 3)
+    np.savez(tmp_path / "d.npz", x=a)
+    np.save(tmp_path / "d.npy", a)
+    one = {"x": (1, 3)}
+    assert np.array_equal(load_samples(tmp_path / "d.npz", one)["x"], a)
+    assert np.array_equal(load_samples(tmp_path / "d.npy", one)["x"], a)
+    folder = tmp_path / "dir"
+    folder.mkdir()
+    np.save(folder / "a.npy", a[:2])
+    np.save(folder / "b.npy", a[2])  # a single sample, shape[1:]
+    assert np.array_equal(load_samples(folder, one)["x"], a[:3])
+    picked = load_samples(tmp_path / "d.npz", one, limit=2, seed=3)["x"]
+    assert picked.shape == (2, 3) and np.array_equal(picked, load_samples(tmp_path / "d.npz", one, limit=2, seed=3)["x"])
+    with pytest.raises(ConversionError, match=r"shape \[5, 3\]; expected \[N, 4\]"):
+        load_samples(tmp_path / "d.npz", {"x": (1, 4)})
+    with pytest.raises(ConversionError, match="no array named 'y'"):
+        load_samples(tmp_path / "d.npz", {"x": (1, 3), "y": (1, 3)})
+    bad = a.copy()
+    bad[0, 0] = np.nan
+    np.save(tmp_path / "nan.npy", bad)
+    with pytest.raises(ConversionError, match="NaN"):
+        load_samples(tmp_path / "nan.npy", one)
+
+
+def _run_cli(*args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    return subprocess.run([sys.executable, "-m", "qconvert", *args], capture_output=True, text=True, env=env,
+                          timeout=300)
+
+
+@pytest.fixture(scope="module")
+def float_pb(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, object]:
+    pytest.importorskip("tensorflow", reason="the float test graph is built with TensorFlow")
+    import corpus
+
+    m = corpus.build_float_graph("residual")
+    path = tmp_path_factory.mktemp("ptq") / "residual_float.pb"
+    path.write_bytes(m.graph_def)
+    return path, m
+
+
+def test_cli_calibrates_a_float_graph_and_litert_runs_it(float_pb, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    path, m = float_pb
+    np.savez(tmp_path / "calib.npz", **_samples(m))
+    out = tmp_path / "m.tflite"
+    proc = _run_cli(str(path), "--calibration-data", str(tmp_path / "calib.npz"), "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert "calibrated 6 tensor range(s) on 32 sample(s)" in proc.stderr
+    import oracle
+
+    assert oracle.float_tensors(out.read_bytes()) == []
+    oracle.run_litert(out.read_bytes(), {"input": np.zeros(m.shapes["input"], np.int8)})
+
+
+def test_cli_float_graph_without_data_names_the_fix(float_pb, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    path, _ = float_pb
+    proc = _run_cli(str(path), "-o", str(tmp_path / "m.tflite"))
+    assert proc.returncode == 1 and "--calibration-data" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "m.tflite").exists()
+
+
+@pytest.mark.parametrize("content, message", [
+    ("{not json", "not valid JSON"),
+    ('{"Relu": [1]}', "needs \\[min, max\\]"),
+    ('{"no_such_tensor": [0, 1]}', "does not have"),
+])
+def test_cli_bad_ranges_file_is_one_line(float_pb, tmp_path: Path, content: str, message: str) -> None:  # type: ignore[no-untyped-def]
+    path, _ = float_pb
+    (tmp_path / "r.json").write_text(content)
+    proc = _run_cli(str(path), "--ranges-file", str(tmp_path / "r.json"), "--inputs-range", "input=-1,1",
+                    "-o", str(tmp_path / "m.tflite"))
+    assert proc.returncode == 1, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+    import re
+
+    assert re.search(message, proc.stderr)
+
+
+def test_ranges_file_overrides_a_calibrated_range(float_pb, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    path, m = float_pb
+    from qconvert.api import convert_graph
+    import oracle
+
+    base = convert_graph(path, calibration_data=_samples(m)).model
+    over = convert_graph(path, calibration_data=_samples(m), ranges_file={"Add": [-8.0, 8.0]}).model
+    want = qm.calibrated_range_params(-8.0, 8.0)
+    scales = {d["name"]: d["quantization"] for d in oracle._interpreter(over).get_tensor_details()}
+    assert scales["Add"] == (pytest.approx(float(np.float32(want.scale[0]))), want.zero_point[0])
+    assert base != over
