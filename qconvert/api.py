@@ -38,6 +38,7 @@ def convert_graph(
     calibration_samples: int | None = None,
     calibration_batch: int = 1,
     calibration_method: str = "minmax",
+    percentile: float = 99.99,
     seed: int = 0,
     ranges_file: str | os.PathLike | Mapping[str, Sequence[float]] | None = None,
     progress: Any = None,
@@ -57,7 +58,7 @@ def convert_graph(
         raw = parse_graphdef(model) if isinstance(model, (bytes, bytearray)) else read_graphdef(model)
         graph = import_graph(raw, inputs, outputs, input_shapes)
         calibration = _calibration(graph, calibration_data, calibration_samples, calibration_batch,
-                                   calibration_method, seed, ranges_file, progress)
+                                   calibration_method, seed, ranges_file, progress, percentile)
         options = Options(dict(input_ranges or {}), dict(input_shapes or {}), inputs, outputs, tuple(dump_after),
                           dump_to, default_ranges, allow_float, check_each_pass, calibration)
         graph = run(graph, options)
@@ -65,7 +66,7 @@ def convert_graph(
 
 
 def _calibration(graph: Graph, data: Any, samples: int | None, batch: int, method: str, seed: int,
-                 ranges_file: Any, progress: Any) -> Any:
+                 ranges_file: Any, progress: Any, percentile: float = 99.99) -> Any:
     if data is None and ranges_file is None:
         return None
     from qconvert.prepare.calibrate import METHODS, Calibration
@@ -90,7 +91,9 @@ def _calibration(graph: Graph, data: Any, samples: int | None, batch: int, metho
             from qconvert.calibration_data import load_samples
 
             loaded = load_samples(data, shapes, samples, seed)
-    return Calibration(loaded, batch, method, _read_ranges(ranges_file), progress)
+    if not 50.0 < percentile <= 100.0:
+        raise ConversionError(f"--percentile {percentile}: expected a value in (50, 100]")
+    return Calibration(loaded, batch, method, percentile, _read_ranges(ranges_file), progress)
 
 
 def _read_ranges(source: Any) -> dict[str, tuple[float, float]]:

@@ -90,8 +90,12 @@ def cli() -> None:
               help="Use N samples (drawn with --seed when there are more).")
 @click.option("--calibration-batch", "calibration_batch", type=click.IntRange(min=1), default=1, show_default=True,
               metavar="B", help="Samples run at once while calibrating.")
-@click.option("--calibration-method", "calibration_method", type=click.Choice(["minmax"]), default="minmax",
-              show_default=True, help="minmax: min and max over all samples (TensorFlow's calibration).")
+@click.option("--calibration-method", "calibration_method",
+              type=click.Choice(["minmax", "percentile", "entropy", "mse"]), default="minmax", show_default=True,
+              help="minmax: min and max over all samples (TensorFlow's); percentile: clip at --percentile; "
+                   "entropy: KL divergence (TensorRT); mse: the clipping with least quantization error.")
+@click.option("--percentile", "percentile", type=float, default=99.99, show_default=True,
+              help="For --calibration-method percentile.")
 @click.option("--seed", "seed", type=int, default=0, show_default=True, help="Seed for drawing calibration samples.")
 @click.option("--ranges-file", "ranges_file", type=click.Path(path_type=str), metavar="FILE",
               help="JSON {tensor: [min, max]}: ranges by hand; they override calibration.")
@@ -99,7 +103,8 @@ def cli() -> None:
 def convert(model: str, output: str | None, ranges: tuple[str, ...], shapes: tuple[str, ...],
             inputs: tuple[str, ...], outputs: tuple[str, ...], dump_after: tuple[str, ...], report: str | None,
             default_ranges: str | None, allow_float: bool, calibration_data: str | None,
-            calibration_samples: int | None, calibration_batch: int, calibration_method: str, seed: int,
+            calibration_samples: int | None, calibration_batch: int, calibration_method: str, percentile: float,
+            seed: int,
             ranges_file: str | None, debug: bool) -> None:
     """Convert a frozen GraphDef MODEL.pb (QAT, or float with --calibration-data) to a fully-int8 TFLite model."""
     defaults = None
@@ -126,7 +131,8 @@ def convert(model: str, output: str | None, ranges: tuple[str, ...], shapes: tup
                                        check_each_pass=debug, calibration_data=calibration_data,
                                        calibration_samples=calibration_samples,
                                        calibration_batch=calibration_batch,
-                                       calibration_method=calibration_method, seed=seed, ranges_file=ranges_file,
+                                       calibration_method=calibration_method, percentile=percentile, seed=seed,
+                                       ranges_file=ranges_file,
                                        progress=_calibration_progress())
             api.write_atomic(target, result.model)
         except Exception as exc:

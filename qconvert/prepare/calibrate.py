@@ -32,7 +32,7 @@ from qconvert.converter.ir import ConversionError, Graph
 from qconvert.converter.ops import TFL_OPS, Rule, float_operands
 from qconvert.converter.qdq import insert_qdq_after
 
-METHODS = ("minmax",)
+METHODS = ("minmax", "percentile", "entropy", "mse")
 
 
 @dataclass
@@ -42,6 +42,7 @@ class Calibration:
     samples: Mapping[str, np.ndarray] | None = None  # graph input name -> [N, ...] float32
     batch: int = 1
     method: str = "minmax"
+    percentile: float = 99.99  # --percentile, for method "percentile"
     ranges: Mapping[str, tuple[float, float]] = field(default_factory=dict)  # --ranges-file
     progress: Callable[[int, int], None] | None = None  # (samples done, total)
 
@@ -80,19 +81,56 @@ def record_ranges(graph: Graph, calib: Calibration, names: list[str]) -> dict[st
             lo[name] = min(lo.get(name, a), a)
             hi[name] = max(hi.get(name, b), b)
 
-    total = len(next(iter(calib.samples.values())))
+    passes = 1 if calib.method == "minmax" else 2
+    total = passes * len(next(iter(calib.samples.values())))
     done = 0
-    for feeds in executor.batches(calib.samples, calib.batch):
-        executor.run(graph, feeds, record)
-        done += len(next(iter(feeds.values())))
-        if calib.progress is not None:
-            calib.progress(done, total)
-    _in_place_unions(graph, lo, hi)
+
+    def run_all(callback: Callable[[str, np.ndarray], None]) -> None:
+        nonlocal done
+        for feeds in executor.batches(calib.samples, calib.batch):  # type: ignore[arg-type]
+            executor.run(graph, feeds, callback)
+            done += len(next(iter(feeds.values())))
+            if calib.progress is not None:
+                calib.progress(done, total)
+
+    run_all(record)
     bad = [n for n in lo if not (np.isfinite(lo[n]) and np.isfinite(hi[n]))]
     if bad:
         raise ConversionError(f"tensor '{bad[0]}' takes non-finite values on the calibration data; "
                               "check the data and the model")
-    return {n: (lo[n], hi[n]) for n in names if n in lo}
+    if calib.method == "minmax":
+        _in_place_unions(graph, lo, hi)
+        return {n: (lo[n], hi[n]) for n in names if n in lo}
+    return _from_histograms(calib, names, lo, hi, run_all)
+
+
+def _from_histograms(calib: Calibration, names: list[str], lo: dict[str, float], hi: dict[str, float],
+                     run_all: Callable[[Callable[[str, np.ndarray], None]], None]) -> dict[str, tuple[float, float]]:
+    """Second pass: a histogram per tensor over its [min, max], then the method's range."""
+    from qconvert.prepare import calibration_methods as cm
+
+    counts = {n: np.zeros(cm.BINS, np.int64) for n in names if n in lo and hi[n] > lo[n]}
+
+    def record(name: str, value: np.ndarray) -> None:
+        if name in counts:
+            counts[name] += np.histogram(value, bins=cm.BINS, range=(lo[name], hi[name]))[0]
+
+    run_all(record)
+    out = {}
+    for n in names:
+        if n not in lo:
+            continue
+        if n not in counts:
+            out[n] = (lo[n], hi[n])
+            continue
+        edges = np.linspace(lo[n], hi[n], cm.BINS + 1)
+        if calib.method == "percentile":
+            out[n] = cm.percentile(counts[n], edges, calib.percentile)
+        elif calib.method == "entropy":
+            out[n] = cm.entropy(counts[n], edges)
+        else:
+            out[n] = cm.mse(counts[n], edges)
+    return out
 
 
 # Ops whose TFLite kernels may write their output into an operand's buffer
