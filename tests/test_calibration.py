@@ -232,3 +232,16 @@ def test_ranges_file_overrides_a_calibrated_range(float_pb, tmp_path: Path) -> N
     scales = {d["name"]: d["quantization"] for d in oracle._interpreter(over).get_tensor_details()}
     assert scales["Add"] == (pytest.approx(float(np.float32(want.scale[0]))), want.zero_point[0])
     assert base != over
+
+
+def test_data_for_a_fully_qat_graph_changes_nothing() -> None:
+    pytest.importorskip("tensorflow", reason="the corpus graph is built with TensorFlow")
+    import corpus
+    from qconvert.api import convert_graph
+
+    m = corpus.build_model("residual")
+    plain = convert_graph(m.graph_def, m.input_ranges, inputs=m.inputs, outputs=m.outputs).model
+    res = convert_graph(m.graph_def, m.input_ranges, inputs=m.inputs, outputs=m.outputs,
+                        calibration_data=_samples(m))
+    assert res.model == plain
+    assert any("calibrated 0 tensor range(s)" in n for n in res.notes)

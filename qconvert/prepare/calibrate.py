@@ -231,7 +231,8 @@ def calibrate(graph: Graph, calib: Calibration | None) -> Graph:
         close = [n for n in graph.tensors if unknown[0].split("/")[-1] in n][:3]
         hint = f" (similar: {', '.join(close)})" if close else ""
         raise ConversionError(f"--ranges-file names tensor '{unknown[0]}', which the graph does not have{hint}")
-    graph.legacy_float_scale = True  # TensorFlow's post-training quantizer (mlir_quantize)
+    if names:  # a graph whose every range comes from FakeQuants stays on the QAT arithmetic
+        graph.legacy_float_scale = True  # TensorFlow's post-training quantizer (mlir_quantize)
     t0 = time.perf_counter()
     stats = record_ranges(graph, calib, names) if calib.samples is not None else {}
     seconds = time.perf_counter() - t0
