@@ -79,12 +79,12 @@ def _calibration(graph: Graph, data: Any, samples: int | None, batch: int, metho
     if data is not None:
         shapes = {n: graph.tensors[n].shape for n in graph.inputs}
         if isinstance(data, Mapping):
-            from qconvert.calibration_data import _as_samples
+            from qconvert.calibration_data import as_samples
 
             missing = [n for n in shapes if n not in data]
             if missing:
                 raise ConversionError(f"calibration data has no array for input '{missing[0]}'")
-            loaded = {n: _as_samples(n, data[n], shapes[n], "calibration data") for n in shapes}
+            loaded = {n: as_samples(n, data[n], shapes[n], "calibration data") for n in shapes}
             if samples is not None:
                 loaded = {n: a[:samples] for n, a in loaded.items()}
         else:

@@ -21,7 +21,7 @@ import numpy as np
 from qconvert.converter.ir import ConversionError
 
 
-def _as_samples(name: str, array: np.ndarray, shape: Sequence[int] | None, where: str) -> np.ndarray:
+def as_samples(name: str, array: np.ndarray, shape: Sequence[int] | None, where: str) -> np.ndarray:
     a = np.asarray(array)
     if a.dtype.kind not in "fiub":
         raise ConversionError(f"{where}: array for input '{name}' has dtype {a.dtype}, not numbers")
@@ -50,17 +50,17 @@ def _load_file(path: Path, inputs: Mapping[str, Sequence[int] | None]) -> dict[s
                 f"{path}: a .npy file holds one array, but the model has {len(inputs)} inputs "
                 f"({', '.join(inputs)}); use a .npz with one array per input")
         (name, shape), = inputs.items()
-        return {name: _as_samples(name, data, shape, str(path))}
+        return {name: as_samples(name, data, shape, str(path))}
     with data:
         keys = list(data.files)
         missing = [n for n in inputs if n not in keys]
         if missing and len(inputs) == 1 and len(keys) == 1:  # one input, one array: names need not match
             (name, shape), = inputs.items()
-            return {name: _as_samples(name, data[keys[0]], shape, str(path))}
+            return {name: as_samples(name, data[keys[0]], shape, str(path))}
         if missing:
             raise ConversionError(f"{path}: no array named '{missing[0]}' (arrays: {', '.join(keys) or 'none'}); "
                                   f"the model's inputs are {', '.join(inputs)}")
-        return {n: _as_samples(n, data[n], s, str(path)) for n, s in inputs.items()}
+        return {n: as_samples(n, data[n], s, str(path)) for n, s in inputs.items()}
 
 
 def load_samples(path: str | os.PathLike, inputs: Mapping[str, Sequence[int] | None],
