@@ -115,9 +115,9 @@ def test_digits_float_cnn_accuracy_per_method(tf) -> None:  # type: ignore[no-un
     keras.utils.set_random_seed(7)
     model = keras.Sequential([
         keras.Input((8, 8, 1)),
-        # no BatchNormalization: Keras 3 freezes it into Rsqrt/Mul/Sub on constants, not yet folded at import
-        keras.layers.Conv2D(16, 3, padding="same", activation="relu"),
-        keras.layers.Conv2D(32, 3, strides=2, padding="same", activation="relu"),
+        keras.layers.Conv2D(16, 3, padding="same"), keras.layers.BatchNormalization(), keras.layers.ReLU(),
+        keras.layers.Conv2D(32, 3, strides=2, padding="same"), keras.layers.BatchNormalization(),
+        keras.layers.ReLU(),
         keras.layers.GlobalAveragePooling2D(), keras.layers.Dense(10), keras.layers.Softmax(),
     ])
     model.compile(optimizer=keras.optimizers.Adam(3e-3), loss="sparse_categorical_crossentropy")

@@ -56,6 +56,7 @@ CONST_EVAL: dict[str, Callable[[Any, Sequence[np.ndarray]], np.ndarray]] = {
     "Sum": _reduce(np.sum),
     "Max": _reduce(np.max),
     "Min": _reduce(np.min),
+    "Rsqrt": lambda node, v: (1.0 / np.sqrt(v[0].astype(np.float64))).astype(v[0].dtype),
     "Cast": lambda node, v: v[0].astype(_dtype(node, "DstT", "float32")),
     "Add": _binary(np.add),
     "AddV2": _binary(np.add),
@@ -72,7 +73,7 @@ CONST_EVAL: dict[str, Callable[[Any, Sequence[np.ndarray]], np.ndarray]] = {
     "Fill": lambda node, v: np.full([int(d) for d in v[0].reshape(-1)], v[1]),
 }
 # Ops that exist only to compute constants: they must fold, or the graph is not supported.
-CONST_ONLY = {"StridedSlice", "Pack", "Prod", "Sum", "Max", "Min", "Cast", "FloorDiv", "ExpandDims", "Fill", "Shape"}
+CONST_ONLY = {"Rsqrt", "StridedSlice", "Pack", "Prod", "Sum", "Max", "Min", "Cast", "FloorDiv", "ExpandDims", "Fill", "Shape"}
 
 
 def evaluate(node: Any, values: Sequence[np.ndarray]) -> np.ndarray:
