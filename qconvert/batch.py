@@ -19,8 +19,11 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 REPORT_SCHEMA_VERSION = 1
-_DEFAULT_KEYS = {"inputs_range", "input_shapes", "inputs", "outputs", "output_dir"}
-_MODEL_KEYS = {"path", "output", "inputs_range", "input_shapes", "inputs", "outputs"}
+# Calibration of float graphs (see ``qconvert convert --help``); paths relative to the manifest.
+_CALIBRATION_KEYS = {"calibration_data", "calibration_samples", "calibration_batch", "calibration_method",
+                     "percentile", "seed", "ranges_file"}
+_DEFAULT_KEYS = {"inputs_range", "input_shapes", "inputs", "outputs", "output_dir"} | _CALIBRATION_KEYS
+_MODEL_KEYS = {"path", "output", "inputs_range", "input_shapes", "inputs", "outputs"} | _CALIBRATION_KEYS
 _NODE_RE = re.compile(r"node '([^']+)'")
 
 
@@ -40,6 +43,7 @@ class Job:
     input_shapes: dict = field(default_factory=dict)  # {name: [d0, ...]}
     inputs: list | None = None
     outputs: list | None = None
+    calibration: dict = field(default_factory=dict)  # keyword arguments of api.convert_graph
 
     @property
     def name(self) -> str:
@@ -105,6 +109,22 @@ def _settings(table: dict, base: Path, where: str) -> dict:
     for key in ("output", "output_dir"):
         if key in table:
             out[key] = str(base / str(table[key]))
+    calibration = {}
+    for key, kind in (("calibration_samples", int), ("calibration_batch", int), ("seed", int),
+                      ("percentile", (int, float)), ("calibration_method", str)):
+        if key in table:
+            value = table[key]
+            if not isinstance(value, kind) or isinstance(value, bool):
+                raise _usage(f"{where}: {key} = {value!r} has the wrong type")
+            calibration[key] = value
+    if calibration.get("calibration_method", "minmax") not in ("minmax", "percentile", "entropy", "mse"):
+        raise _usage(f"{where}: calibration_method {calibration['calibration_method']!r}: "
+                     "expected minmax, percentile, entropy or mse")
+    for key in ("calibration_data", "ranges_file"):
+        if key in table:
+            calibration[key] = str(base / str(table[key]))
+    if calibration:
+        out["calibration"] = calibration
     return out
 
 
@@ -178,7 +198,9 @@ def plan(args: Sequence[str], manifest: str | None = None) -> list[Job]:
         raise _usage("no models given (pass .pb files, directories or globs, or a manifest with [[model]] entries)")
     jobs = []
     for model in models:
-        s = {**defaults, **entries.get(str(Path(model).resolve()), {})}
+        entry = entries.get(str(Path(model).resolve()), {})
+        s = {**defaults, **entry}
+        s["calibration"] = {**defaults.get("calibration", {}), **entry.get("calibration", {})}
         if "output" in s:
             output = s["output"]
         elif "output_dir" in s:
@@ -186,7 +208,7 @@ def plan(args: Sequence[str], manifest: str | None = None) -> list[Job]:
         else:
             output = str(Path(model).with_suffix(".tflite"))
         jobs.append(Job(model, output, dict(s.get("input_ranges", {})), dict(s.get("input_shapes", {})),
-                        s.get("inputs"), s.get("outputs")))
+                        s.get("inputs"), s.get("outputs"), dict(s.get("calibration", {}))))
     return jobs
 
 
@@ -263,7 +285,8 @@ def _convert_job(job: Job, check: bool) -> dict:
     try:
         from qconvert import api
 
-        result = api.convert_graph(job.model, job.input_ranges, job.input_shapes, job.inputs, job.outputs)
+        result = api.convert_graph(job.model, job.input_ranges, job.input_shapes, job.inputs, job.outputs,
+                                   **job.calibration)
         seconds = time.perf_counter() - t0
         rec = build_record(job.model, job.output, result.model, result.notes, seconds=seconds)
         if check:

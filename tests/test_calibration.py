@@ -245,3 +245,23 @@ def test_data_for_a_fully_qat_graph_changes_nothing() -> None:
                         calibration_data=_samples(m))
     assert res.model == plain
     assert any("calibrated 0 tensor range(s)" in n for n in res.notes)
+
+
+def test_batch_manifest_calibrates_a_float_graph(float_pb, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    path, m = float_pb
+    folder = tmp_path / "zoo"
+    folder.mkdir()
+    (folder / "float.pb").write_bytes(path.read_bytes())
+    np.savez(folder / "calib.npz", **_samples(m))
+    (folder / "zoo.toml").write_text('[defaults]\ncalibration_method = "percentile"\npercentile = 99.9\n\n'
+                                     '[[model]]\npath = "float.pb"\ncalibration_data = "calib.npz"\n'
+                                     'calibration_samples = 16\n')
+    proc = _run_cli("batch", "--manifest", str(folder / "zoo.toml"), "--jobs", "1", "--report", "-")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    (rec,) = report["models"]
+    assert rec["status"] == "ok" and rec["float_ops"] == 0
+    assert any("calibrated 6 tensor range(s) on 16 sample(s)" in n and "percentile" in n for n in rec["notes"])
+    (folder / "zoo.toml").write_text('[[model]]\npath = "float.pb"\ncalibration_method = "kl"\n')
+    proc = _run_cli("batch", "--manifest", str(folder / "zoo.toml"))
+    assert proc.returncode == 2 and "calibration_method 'kl'" in proc.stderr
