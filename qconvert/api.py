@@ -54,6 +54,12 @@ def convert_graph(
     from qconvert.converter.pipeline import Options, run
     from qconvert.schema.writer import write_model
 
+    if not isinstance(model, (bytes, bytearray)):
+        from qconvert.converter.tf_frozen import freeze, is_tf_model
+
+        if is_tf_model(model):
+            model, tf_inputs, tf_outputs = freeze(model)
+            inputs, outputs = inputs or tf_inputs, outputs or tf_outputs
     with _no_cyclic_gc():
         raw = parse_graphdef(model) if isinstance(model, (bytes, bytearray)) else read_graphdef(model)
         graph = import_graph(raw, inputs, outputs, input_shapes)

@@ -1,0 +1,79 @@
+"""SavedModel directories and Keras files as input (TensorFlow installed).
+
+The oracle for "the same model": a .pb frozen by hand from the same Keras model the way
+TensorFlow's documentation freezes one (tf.function + convert_variables_to_constants_v2).
+The Keras file must give the very same .tflite bytes; the SavedModel the same int8
+outputs (its graph names differ, so tensor names in the file do).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(scope="module")
+def keras_model(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    tf = pytest.importorskip("tensorflow", reason="SavedModel / Keras input needs TensorFlow")
+    keras = tf.keras
+    keras.utils.set_random_seed(5)
+    model = keras.Sequential([keras.Input((8, 8, 3)), keras.layers.Conv2D(8, 3, padding="same", activation="relu"),
+                              keras.layers.GlobalAveragePooling2D(), keras.layers.Dense(4)])
+    folder = tmp_path_factory.mktemp("tfin")
+    model.save(folder / "m.keras")
+    model.export(str(folder / "saved"))
+    from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
+
+    concrete = tf.function(lambda x: model(x, training=False)).get_concrete_function(
+        tf.TensorSpec([1, 8, 8, 3], tf.float32, name="input"))
+    frozen = convert_variables_to_constants_v2(concrete)
+    (folder / "m.pb").write_bytes(frozen.graph.as_graph_def().SerializeToString(deterministic=True))
+    samples = np.random.default_rng(0).uniform(-1, 1, (16, 8, 8, 3)).astype(np.float32)
+    return folder, [t.name.split(":")[0] for t in frozen.outputs], samples
+
+
+def test_keras_file_gives_the_same_file_as_its_frozen_pb(keras_model) -> None:  # type: ignore[no-untyped-def]
+    from qconvert.api import convert_graph
+
+    folder, outputs, samples = keras_model
+    from_pb = convert_graph(folder / "m.pb", outputs=outputs, calibration_data={"input": samples}).model
+    from_keras = convert_graph(folder / "m.keras", calibration_data={"input": samples}).model
+    assert from_keras == from_pb
+
+
+def test_saved_model_gives_the_same_int8_model(keras_model) -> None:  # type: ignore[no-untyped-def]
+    import oracle
+    from qconvert.api import convert_graph
+    from qconvert.converter.tf_frozen import freeze
+
+    folder, outputs, samples = keras_model
+    from_pb = convert_graph(folder / "m.pb", outputs=outputs, calibration_data={"input": samples}).model
+    _, inputs, _ = freeze(folder / "saved")
+    from_sm = convert_graph(folder / "saved", calibration_data={inputs[0]: samples}).model
+    assert oracle.op_names(from_sm) == oracle.op_names(from_pb)
+    oracle.compare_models(from_sm, from_pb, n_inputs=8, max_lsb=0)
+
+
+def test_a_broken_saved_model_is_one_line(tmp_path: Path) -> None:
+    pytest.importorskip("tensorflow", reason="SavedModel input needs TensorFlow")
+    from qconvert.cli import main
+
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "saved_model.pb").write_bytes(b"not a saved model")
+    assert main([str(tmp_path / "bad"), "--calibration-data", str(tmp_path / "x.npz")]) == 1
+
+
+def test_without_tensorflow_the_error_names_the_extra(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from qconvert.converter.ir import ConversionError
+    from qconvert.converter.tf_frozen import freeze
+
+    (tmp_path / "m.keras").write_bytes(b"PK")
+    monkeypatch.setitem(sys.modules, "tensorflow", None)  # import tensorflow -> ImportError
+    with pytest.raises(ConversionError, match=r"pip install 'qconvert\[tf\]'"):
+        freeze(tmp_path / "m.keras")
