@@ -40,6 +40,9 @@ def convert_graph(
     calibration_method: str = "minmax",
     percentile: float = 99.99,
     seed: int = 0,
+    image_size: tuple[int, int] | None = None,
+    mean: Sequence[float] | float = 0.0,
+    std: Sequence[float] | float = 1.0,
     ranges_file: str | os.PathLike | Mapping[str, Sequence[float]] | None = None,
     progress: Any = None,
 ) -> Result:
@@ -64,7 +67,8 @@ def convert_graph(
         raw = parse_graphdef(model) if isinstance(model, (bytes, bytearray)) else read_graphdef(model)
         graph = import_graph(raw, inputs, outputs, input_shapes)
         calibration = _calibration(graph, calibration_data, calibration_samples, calibration_batch,
-                                   calibration_method, seed, ranges_file, progress, percentile)
+                                   calibration_method, seed, ranges_file, progress, percentile,
+                                   (image_size, mean, std))
         options = Options(dict(input_ranges or {}), dict(input_shapes or {}), inputs, outputs, tuple(dump_after),
                           dump_to, default_ranges, allow_float, check_each_pass, calibration)
         graph = run(graph, options)
@@ -72,7 +76,8 @@ def convert_graph(
 
 
 def _calibration(graph: Graph, data: Any, samples: int | None, batch: int, method: str, seed: int,
-                 ranges_file: Any, progress: Any, percentile: float = 99.99) -> Any:
+                 ranges_file: Any, progress: Any, percentile: float = 99.99,
+                 image: tuple[Any, Any, Any] = (None, 0.0, 1.0)) -> Any:
     if data is None and ranges_file is None:
         return None
     from qconvert.prepare.calibrate import METHODS, Calibration
@@ -96,7 +101,7 @@ def _calibration(graph: Graph, data: Any, samples: int | None, batch: int, metho
         else:
             from qconvert.calibration_data import load_samples
 
-            loaded = load_samples(data, shapes, samples, seed)
+            loaded = load_samples(data, shapes, samples, seed, *image)
     if not 50.0 < percentile <= 100.0:
         raise ConversionError(f"--percentile {percentile}: expected a value in (50, 100]")
     return Calibration(loaded, batch, method, percentile, _read_ranges(ranges_file), progress)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import Sequence
+from typing import Any, Sequence
 
 import click
 
@@ -97,6 +97,11 @@ def cli() -> None:
 @click.option("--percentile", "percentile", type=float, default=99.99, show_default=True,
               help="For --calibration-method percentile.")
 @click.option("--seed", "seed", type=int, default=0, show_default=True, help="Seed for drawing calibration samples.")
+@click.option("--image-size", "image_size", metavar="H,W", help="Images as calibration data: their size (default: the input's).")
+@click.option("--mean", "mean", metavar="M[,M,M]", default="0", show_default=True,
+              help="Images: subtracted from the pixels (0..255), per channel or one value.")
+@click.option("--std", "std", metavar="S[,S,S]", default="1", show_default=True,
+              help="Images: the pixels minus --mean are divided by this.")
 @click.option("--ranges-file", "ranges_file", type=click.Path(path_type=str), metavar="FILE",
               help="JSON {tensor: [min, max]}: ranges by hand; they override calibration.")
 @click.option("--debug", is_flag=True, help="Show a traceback on errors.")
@@ -104,7 +109,7 @@ def convert(model: str, output: str | None, ranges: tuple[str, ...], shapes: tup
             inputs: tuple[str, ...], outputs: tuple[str, ...], dump_after: tuple[str, ...], report: str | None,
             default_ranges: str | None, allow_float: bool, calibration_data: str | None,
             calibration_samples: int | None, calibration_batch: int, calibration_method: str, percentile: float,
-            seed: int,
+            seed: int, image_size: str | None, mean: str, std: str,
             ranges_file: str | None, debug: bool) -> None:
     """Convert a frozen GraphDef MODEL.pb (QAT, or float with --calibration-data) to a fully-int8 TFLite model."""
     defaults = None
@@ -119,6 +124,8 @@ def convert(model: str, output: str | None, ranges: tuple[str, ...], shapes: tup
             raise click.BadParameter(f"range for {name or 'the input'} given twice", param_hint="--inputs-range")
         input_ranges[name] = rng
     input_shapes = dict(_parse_shape(s) for s in shapes)
+    size = _numbers(image_size, "--image-size", int, 2) if image_size else None
+    means, stds = _numbers(mean, "--mean", float), _numbers(std, "--std", float)
 
     def work() -> None:
         from qconvert import api
@@ -132,6 +139,7 @@ def convert(model: str, output: str | None, ranges: tuple[str, ...], shapes: tup
                                        calibration_samples=calibration_samples,
                                        calibration_batch=calibration_batch,
                                        calibration_method=calibration_method, percentile=percentile, seed=seed,
+                                       image_size=size, mean=means, std=stds,
                                        ranges_file=ranges_file,
                                        progress=_calibration_progress())
             api.write_atomic(target, result.model)
@@ -210,6 +218,16 @@ def _io(graph, name: str) -> str:
     t = graph.tensors[name]
     q = t.quant
     return f"{name} {t.dtype}{list(t.shape)} scale={float(q.scale[0]):.6g} zp={q.zero_point[0]}" if q else name
+
+
+def _numbers(text: str, option: str, kind: type, count: int | None = None) -> Any:
+    try:
+        values = [kind(v) for v in text.split(",")]
+    except ValueError:
+        raise click.BadParameter(f"'{text}': expected numbers separated by commas", param_hint=option) from None
+    if count is not None and len(values) != count:
+        raise click.BadParameter(f"'{text}': expected {count} numbers", param_hint=option)
+    return tuple(values)
 
 
 def _calibration_progress():  # type: ignore[no-untyped-def]

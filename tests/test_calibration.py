@@ -265,3 +265,28 @@ def test_batch_manifest_calibrates_a_float_graph(float_pb, tmp_path: Path) -> No
     (folder / "zoo.toml").write_text('[[model]]\npath = "float.pb"\ncalibration_method = "kl"\n')
     proc = _run_cli("batch", "--manifest", str(folder / "zoo.toml"))
     assert proc.returncode == 2 and "calibration_method 'kl'" in proc.stderr
+
+
+def test_images_as_calibration_data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    Image = pytest.importorskip("PIL.Image", reason="Pillow reads images")
+    from qconvert.calibration_data import load_samples
+
+    pixels = np.array([[[0, 128, 255], [10, 20, 30], [200, 100, 50]],
+                       [[1, 2, 3], [4, 5, 6], [7, 8, 9]]], dtype=np.uint8)  # 2 x 3, RGB
+    folder = tmp_path / "imgs"
+    folder.mkdir()
+    Image.fromarray(pixels, "RGB").save(folder / "a.png")
+    Image.fromarray(pixels[::-1].copy(), "RGB").save(folder / "b.png")
+    got = load_samples(folder, {"input": (1, 2, 3, 3)}, mean=[127.5, 127.5, 127.5], std=[127.5, 127.5, 127.5])
+    assert got["input"].shape == (2, 2, 3, 3)
+    np.testing.assert_allclose(got["input"][0], (pixels.astype(np.float32) - 127.5) / 127.5, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(got["input"][1], (pixels[::-1].astype(np.float32) - 127.5) / 127.5, atol=1e-6)
+    grey = load_samples(folder, {"input": (1, 2, 3, 1)})["input"]
+    assert grey.shape == (2, 2, 3, 1) and grey.max() <= 255.0
+    with pytest.raises(ConversionError, match="image input"):
+        load_samples(folder, {"input": (1, 2, 3, 8)})
+    with pytest.raises(ConversionError, match="--image-size 4,4 does not match"):
+        load_samples(folder, {"input": (1, 2, 3, 3)}, image_size=(4, 4))
+    monkeypatch.setitem(sys.modules, "PIL", None)
+    with pytest.raises(ConversionError, match=r"qconvert\[images\]"):
+        load_samples(folder, {"input": (1, 2, 3, 3)})
