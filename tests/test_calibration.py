@@ -290,3 +290,15 @@ def test_images_as_calibration_data(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     monkeypatch.setitem(sys.modules, "PIL", None)
     with pytest.raises(ConversionError, match=r"qconvert\[images\]"):
         load_samples(folder, {"input": (1, 2, 3, 3)})
+
+
+def test_executor_space_to_batch_and_back_match_tensorflow() -> None:
+    tf = pytest.importorskip("tensorflow", reason="TensorFlow's ops are the oracle")
+    from qconvert.converter import executor
+
+    x = np.random.default_rng(0).normal(size=(3, 5, 6, 2)).astype(np.float32)
+    block, pads, crops = np.array([2, 3]), np.array([[1, 0], [0, 3]]), np.array([[1, 0], [2, 1]])
+    s2b = executor._space_to_batch(None, x, block, pads)  # type: ignore[arg-type]
+    np.testing.assert_array_equal(s2b, tf.space_to_batch_nd(x, block, pads).numpy())
+    b2s = executor._batch_to_space(None, s2b, block, crops)  # type: ignore[arg-type]
+    np.testing.assert_array_equal(b2s, tf.compat.v1.batch_to_space_nd(s2b, block, crops).numpy())

@@ -201,6 +201,24 @@ def _evaluate(graph: Graph, node: Node, args: list, batch: int) -> np.ndarray:  
                           f"{', '.join(sorted([*_KERNELS, 'QUANTIZE', 'DEQUANTIZE', 'RESHAPE', 'SQUEEZE']))}")
 
 
+def _space_to_batch(node: Node, x: np.ndarray, block: np.ndarray, pads: np.ndarray) -> np.ndarray:
+    bh, bw = (int(v) for v in np.asarray(block).reshape(-1))
+    (pt, pb), (pl, pr) = np.asarray(pads).astype(np.int64).reshape(2, 2).tolist()
+    x = np.pad(x, ((0, 0), (pt, pb), (pl, pr), (0, 0)))
+    n, h, w, c = x.shape
+    y = x.reshape(n, h // bh, bh, w // bw, bw, c).transpose(2, 4, 0, 1, 3, 5)
+    return y.reshape(bh * bw * n, h // bh, w // bw, c)  # output batch index (i * bw + j) * n + b
+
+
+def _batch_to_space(node: Node, x: np.ndarray, block: np.ndarray, crops: np.ndarray) -> np.ndarray:
+    bh, bw = (int(v) for v in np.asarray(block).reshape(-1))
+    (ct, cb), (cl, cr) = np.asarray(crops).astype(np.int64).reshape(2, 2).tolist()
+    nb, h, w, c = x.shape
+    n = nb // (bh * bw)
+    y = x.reshape(bh, bw, n, h, w, c).transpose(2, 3, 0, 4, 1, 5).reshape(n, h * bh, w * bw, c)
+    return y[:, ct:h * bh - cb, cl:w * bw - cr, :]
+
+
 def _binary(fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Kernel:
     return lambda node, a, b: _act(node, fn(a, b).astype(np.float32, copy=False))
 
@@ -231,6 +249,8 @@ _KERNELS: dict[str, Kernel] = {
     "CONCATENATION": lambda node, *xs: _act(node, np.concatenate(xs, axis=int(node.attrs["axis"]))),
     "PAD": lambda node, x, p: np.pad(x, np.asarray(p).astype(np.int64).tolist()),
     "TRANSPOSE": lambda node, x, perm: np.transpose(x, np.asarray(perm).astype(np.int64).tolist()),
+    "SPACE_TO_BATCH_ND": _space_to_batch,
+    "BATCH_TO_SPACE_ND": _batch_to_space,
 }
 
 
