@@ -208,6 +208,9 @@ def test_cli_float_graph_without_data_names_the_fix(float_pb, tmp_path: Path) ->
     ("{not json", "not valid JSON"),
     ('{"Relu": [1]}', "needs \\[min, max\\]"),
     ('{"no_such_tensor": [0, 1]}', "does not have"),
+    ('{"Add": [2, 1]}', "min 2.0 > max 1.0"),
+    ('{"input": [0, 1]}', "already has a range"),
+    ('{"Conv2D_1/transpose": [0, 1]}', "is a constant"),
 ])
 def test_cli_bad_ranges_file_is_one_line(float_pb, tmp_path: Path, content: str, message: str) -> None:  # type: ignore[no-untyped-def]
     path, _ = float_pb
@@ -216,6 +219,7 @@ def test_cli_bad_ranges_file_is_one_line(float_pb, tmp_path: Path, content: str,
                     "-o", str(tmp_path / "m.tflite"))
     assert proc.returncode == 1, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+    assert not (tmp_path / "m.tflite").exists()
     import re
 
     assert re.search(message, proc.stderr)

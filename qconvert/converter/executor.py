@@ -42,11 +42,12 @@ def _act(node: Node, y: np.ndarray) -> np.ndarray:
 
 def _padding(size: int, k: int, stride: int, dilation: int, padding: str) -> tuple[int, int, int]:
     """(output size, pad before, pad after) as TensorFlow computes SAME / VALID."""
-    eff = (k - 1) * dilation + 1
+    from qconvert.converter.ops import _window_out  # the shape inference's output size
+
+    out = _window_out(size, k, stride, dilation, padding)
     if padding == "VALID":
-        return (size - eff) // stride + 1, 0, 0
-    out = -(-size // stride)
-    total = max((out - 1) * stride + eff - size, 0)
+        return out, 0, 0
+    total = max((out - 1) * stride + (k - 1) * dilation + 1 - size, 0)
     return out, total // 2, total - total // 2
 
 

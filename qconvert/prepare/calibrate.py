@@ -237,17 +237,18 @@ def calibrate(graph: Graph, calib: Calibration | None) -> Graph:
     stats = record_ranges(graph, calib, names) if calib.samples is not None else {}
     seconds = time.perf_counter() - t0
     kept = drop_redundant(graph, stats)
-    by_hand = {n: r for n, r in calib.ranges.items()}
+    by_hand = calib.ranges
     for name in names:
-        if name in by_hand:
-            continue
-        if name in kept:
+        if name not in by_hand and name in kept:
             insert_qdq_after(graph, name, calibrated_range_params(*kept[name]), "calibration")
     for name, (lo, hi) in by_hand.items():
         if not hi >= lo:
             raise ConversionError(f"--ranges-file: tensor '{name}' has min {lo} > max {hi}")
-        if name in graph.inputs or graph.producer(name) is not None:
-            insert_qdq_after(graph, name, calibrated_range_params(lo, hi), "ranges_file")
+        if name not in names:
+            why = ("is a constant (weights and biases get their parameters from their values)"
+                   if graph.is_const(name) else "already has a range (a FakeQuant or --inputs-range)")
+            raise ConversionError(f"--ranges-file: tensor '{name}' {why}; remove it from the file")
+        insert_qdq_after(graph, name, calibrated_range_params(lo, hi), "ranges_file")
     if calib.samples is not None:
         n = len(next(iter(calib.samples.values())))
         graph.notes.append(f"calibrated {len(kept)} tensor range(s) on {n} sample(s) in {seconds:.2f} s "
