@@ -2,8 +2,9 @@
 
 The oracle for "the same model": a .pb frozen by hand from the same Keras model the way
 TensorFlow's documentation freezes one (tf.function + convert_variables_to_constants_v2).
-The Keras file must give the very same .tflite bytes; the SavedModel the same int8
-outputs (its graph names differ, so tensor names in the file do).
+The Keras file must give the very same .tflite bytes as the .pb frozen from the Keras
+model, and the SavedModel the very same bytes as the .pb frozen from its serving
+signature (freezing the signature by hand, as TensorFlow's guide does).
 """
 
 from __future__ import annotations
@@ -34,6 +35,10 @@ def keras_model(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-un
         tf.TensorSpec([1, 8, 8, 3], tf.float32, name="input"))
     frozen = convert_variables_to_constants_v2(concrete)
     (folder / "m.pb").write_bytes(frozen.graph.as_graph_def().SerializeToString(deterministic=True))
+    loaded = tf.saved_model.load(str(folder / "saved"))  # kept alive while its signature is frozen
+    signature = convert_variables_to_constants_v2(loaded.signatures["serving_default"])
+    (folder / "saved.pb").write_bytes(signature.graph.as_graph_def().SerializeToString(deterministic=True))
+    del loaded
     samples = np.random.default_rng(0).uniform(-1, 1, (16, 8, 8, 3)).astype(np.float32)
     return folder, [t.name.split(":")[0] for t in frozen.outputs], samples
 
@@ -47,15 +52,17 @@ def test_keras_file_gives_the_same_file_as_its_frozen_pb(keras_model) -> None:  
     assert from_keras == from_pb
 
 
-def test_saved_model_gives_the_same_int8_model(keras_model) -> None:  # type: ignore[no-untyped-def]
+def test_saved_model_gives_the_same_file_as_its_frozen_signature(keras_model) -> None:  # type: ignore[no-untyped-def]
     import oracle
     from qconvert.api import convert_graph
-    from qconvert.converter.tf_frozen import freeze
 
     folder, outputs, samples = keras_model
+    from_signature = convert_graph(folder / "saved.pb", inputs=["keras_tensor"], outputs=["Identity"],
+                                   calibration_data={"keras_tensor": samples}).model
+    from_sm = convert_graph(folder / "saved", calibration_data={"keras_tensor": samples}).model
+    assert from_sm == from_signature
+    # and the same int8 model as the Keras file's (only the graph's names differ)
     from_pb = convert_graph(folder / "m.pb", outputs=outputs, calibration_data={"input": samples}).model
-    _, inputs, _ = freeze(folder / "saved")
-    from_sm = convert_graph(folder / "saved", calibration_data={inputs[0]: samples}).model
     assert oracle.op_names(from_sm) == oracle.op_names(from_pb)
     oracle.compare_models(from_sm, from_pb, n_inputs=8, max_lsb=0)
 

@@ -1,11 +1,12 @@
 """SavedModel directories and Keras ``.keras`` / ``.h5`` files, frozen with TensorFlow.
 
 Only this module imports TensorFlow, and only when such a file is converted (``pip
-install qconvert[tf]``). The model is traced with batch 1, its variables frozen into
-constants (``convert_variables_to_constants_v2``, as for a hand-frozen .pb), and the
-GraphDef goes through the same pipeline as a .pb file.
+install qconvert[tf]``). Its variables are frozen into constants
+(``convert_variables_to_constants_v2``, as for a hand-frozen .pb), and the GraphDef goes
+through the same pipeline as a .pb file.
 
-* SavedModel: the ``serving_default`` signature (or the only one).
+* SavedModel: the ``serving_default`` signature (or the only one), frozen as it is
+  (an unknown batch dimension stays unknown, as in a .pb frozen from it).
 * Keras file: ``model(x, training=False)`` on an input of the model's shape with batch 1,
   the input named ``input`` (as ``tf.function(lambda x: model(x, training=False))``
   frozen by hand would give).
@@ -51,11 +52,9 @@ def freeze(path: str | os.PathLike) -> tuple[bytes, list[str], list[str]]:
             name = "serving_default" if "serving_default" in signatures else sorted(signatures)[0]
             if len(signatures) > 1 and name != "serving_default":
                 raise ConversionError(f"SavedModel '{p}' has signatures {sorted(signatures)}; none is serving_default")
-            fn = signatures[name]
-            specs = [s for s in fn.structured_input_signature[1].values()]
-            shaped = [tf.TensorSpec([1 if d is None else d for d in s.shape], s.dtype, name=s.name) for s in specs]
-            concrete = tf.function(lambda *args: fn(**{s.name: a for s, a in zip(specs, args)})).get_concrete_function(
-                *shaped)
+            # The signature itself is frozen, as TensorFlow's guide does by hand: a wrapper
+            # function would add a call level and prefix every tensor name.
+            concrete = signatures[name]
         else:
             model = tf.keras.models.load_model(str(p), compile=False)
             shape = [1 if d is None else d for d in model.inputs[0].shape]
