@@ -9,6 +9,7 @@ signature (freezing the signature by hand, as TensorFlow's guide does).
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -38,6 +39,9 @@ def keras_model(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-un
     loaded = tf.saved_model.load(str(folder / "saved"))  # kept alive while its signature is frozen
     signature = convert_variables_to_constants_v2(loaded.signatures["serving_default"])
     (folder / "saved.pb").write_bytes(signature.graph.as_graph_def().SerializeToString(deterministic=True))
+    names = {"in": [t.name.split(":")[0] for t in signature.inputs if t.dtype != tf.resource],
+             "out": [t.name.split(":")[0] for t in signature.outputs]}  # Keras numbers names per process
+    (folder / "saved.json").write_text(json.dumps(names))
     del loaded
     samples = np.random.default_rng(0).uniform(-1, 1, (16, 8, 8, 3)).astype(np.float32)
     return folder, [t.name.split(":")[0] for t in frozen.outputs], samples
@@ -57,9 +61,11 @@ def test_saved_model_gives_the_same_file_as_its_frozen_signature(keras_model) ->
     from qconvert.api import convert_graph
 
     folder, outputs, samples = keras_model
-    from_signature = convert_graph(folder / "saved.pb", inputs=["keras_tensor"], outputs=["Identity"],
-                                   calibration_data={"keras_tensor": samples}).model
-    from_sm = convert_graph(folder / "saved", calibration_data={"keras_tensor": samples}).model
+    names = json.loads((folder / "saved.json").read_text())
+    x = names["in"][0]
+    from_signature = convert_graph(folder / "saved.pb", inputs=names["in"], outputs=names["out"],
+                                   calibration_data={x: samples}).model
+    from_sm = convert_graph(folder / "saved", calibration_data={x: samples}).model
     assert from_sm == from_signature
     # and the same int8 model as the Keras file's (only the graph's names differ)
     from_pb = convert_graph(folder / "m.pb", outputs=outputs, calibration_data={"input": samples}).model
