@@ -15,7 +15,7 @@ from typing import Any, Sequence
 
 import click
 
-COMMANDS = ("convert", "batch", "dump")
+COMMANDS = ("convert", "batch", "dump", "run", "compare")
 
 
 class _DefaultToConvert(click.Group):
@@ -63,6 +63,8 @@ def cli() -> None:
     qconvert MODEL.pb --inputs-range input=-1,1      (same as: qconvert convert ...)
     qconvert batch models/ --manifest models.toml --report report.json
     qconvert dump MODEL.tflite
+    qconvert run MODEL.tflite --input x.npz
+    qconvert compare MODEL.pb MODEL.tflite --data x.npz
     """
 
 
@@ -210,6 +212,30 @@ def dump(model: str, as_json: bool, sel_ops: bool, sel_tensors: bool, sel_metada
         from qconvert.dump import dump_model
 
         click.echo(dump_model(model, as_json=as_json, sections=sections, tensor=tensor), nl=False)
+
+    _guard(work, debug)
+
+
+@cli.command()
+@click.argument("model", type=click.Path(path_type=str))
+@click.option("--input", "input_path", required=True, type=click.Path(path_type=str), metavar="X.npz",
+              help="Input arrays: .npz (one per input, by name) or .npy (one input); an extra leading axis = N samples.")
+@click.option("-o", "--output", "output", type=click.Path(path_type=str), metavar="OUT.npz",
+              help="Write the outputs (with --trace: every tensor) to this .npz, by tensor name.")
+@click.option("--trace", is_flag=True, help="Every intermediate tensor: a table per operator, and into --output.")
+@click.option("--quantize-inputs", is_flag=True,
+              help="Quantize float input data with the input's scale and zero point (the only float step).")
+@click.option("--debug", is_flag=True, help="Show a traceback on errors.")
+def run(model: str, input_path: str, output: str | None, trace: bool, quantize_inputs: bool, debug: bool) -> None:
+    """Run a qconvert .tflite with integers only (no float scale is read).
+
+    The arithmetic is TFLite's reference int8 kernels, driven by the multipliers,
+    shifts and clamps qconvert stores in the file; outputs equal LiteRT's BUILTIN_REF.
+    """
+    def work() -> None:
+        from qconvert.runtime.command import run_command
+
+        click.echo(run_command(model, input_path, output, trace, quantize_inputs), nl=False)
 
     _guard(work, debug)
 

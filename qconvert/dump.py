@@ -22,7 +22,7 @@ was not selected is absent::
       "metadata": [                                              # --metadata
         {"name": str, "bytes": int,
          "text": str | null,           # printable entries (min_runtime_version)
-         "requant": null | {"format_version": 1, "records": int, "error": str | null}}
+         "requant": null | {"format_version": int, "records": int, "error": str | null}}
       ],
       "subgraphs": [                                             # --ops / --tensors
         {"index": int, "name": str, "inputs": [int], "outputs": [int],
@@ -34,7 +34,8 @@ was not selected is absent::
             "requant": null | {
               "per_channel": bool, "act_min": int, "act_max": int, "left_shift": int,
               "multipliers": [int], "shifts": [int],
-              "expected": null | {same 6 keys},   # TFLite's Prepare on the file's scales
+              "table": null | [int],   # LOGISTIC / TANH: 256 int8 entries by uint8(x)
+              "expected": null | {same 7 keys},   # TFLite's Prepare on the file's scales
               "problems": [str]},
             "requant_ok": bool | null}],     # null: no record for this op
          "tensors": [                                            # --tensors
@@ -126,7 +127,7 @@ def _expected_requant(sg: Any, op: Any) -> dict[str, Any]:
 
     def tensor(slot: int, outputs: bool = False) -> Any:
         idx = (op.outputs if outputs else op.inputs)
-        if slot >= len(idx) or idx[slot] < 0:
+        if slot >= len(idx) or not 0 <= idx[slot] < len(tensors):
             raise ValueError(f"{'output' if outputs else 'input'} {slot} is missing")
         return tensors[idx[slot]]
 
@@ -168,23 +169,39 @@ def _expected_requant(sg: Any, op: Any) -> dict[str, Any]:
         x = tensor(0)
         m = qm.mean_requant(scale(x), int(x.zero_point[0]) if x.zero_point else 0, scale(out), zp, 1)
         pairs = [(m.multiplier, m.shift)]
+    elif name in ("RELU", "RELU6", "RELU_N1_TO_1"):
+        pairs = [qm.relu_requant(scale(tensor(0)), scale(out))]
+        lo, hi = qm.activation_range(name, scale(out), zp)
+    elif name == "SOFTMAX":
+        pairs = [qm.softmax_requant(scale(tensor(0)), float(op.options.get("beta", 1.0) or 1.0))]
+    table = None
+    if name in ("LOGISTIC", "TANH"):
+        x = tensor(0)
+        table = qm.activation_table(name, scale(x), int(x.zero_point[0]) if x.zero_point else 0, scale(out), zp)
     return {"per_channel": per_channel, "act_min": int(lo), "act_max": int(hi), "left_shift": left_shift,
-            "multipliers": [int(a) for a, _ in pairs], "shifts": [int(b) for _, b in pairs]}
+            "multipliers": [int(a) for a, _ in pairs], "shifts": [int(b) for _, b in pairs], "table": table}
 
 
 def _check_record(sg: Any, op: Any, rec: Any) -> dict[str, Any]:
     stored = {"per_channel": bool(rec.per_channel), "act_min": int(rec.act_min), "act_max": int(rec.act_max),
               "left_shift": int(rec.left_shift), "multipliers": [int(p[0]) for p in rec.pairs],
-              "shifts": [int(p[1]) for p in rec.pairs]}
+              "shifts": [int(p[1]) for p in rec.pairs], "table": rec.table}
     problems: list[str] = []
     if rec.builtin != op.builtin:
         problems.append(f"record is for {rec.builtin}, the operator is {op.builtin}")
     expected = None
     try:
         expected = _expected_requant(sg, op)
-    except (ValueError, ArithmeticError) as exc:
-        problems.append(f"cannot recompute from the scales: {exc}")
+    except (ValueError, ArithmeticError, IndexError, KeyError, TypeError) as exc:  # a damaged file
+        problems.append(f"cannot recompute from the scales: {type(exc).__name__}: {exc}")
     if expected is not None:
+        st, et = stored["table"], expected["table"]
+        if (st is None) != (et is None):
+            problems.append("a lookup table, expected none" if et is None else "no lookup table, expected one")
+        elif st is not None and list(st) != list(et):
+            bad = [k for k in range(min(len(st), len(et))) if st[k] != et[k]]
+            k = bad[0] if bad else min(len(st), len(et))
+            problems.append(f"{len(bad) or 'its'} lookup table entries differ; entry for x={k if k < 128 else k - 256}")
         for key in ("per_channel", "act_min", "act_max", "left_shift"):
             if stored[key] != expected[key]:
                 problems.append(f"{key} {stored[key]}, expected {expected[key]}")
@@ -251,7 +268,8 @@ def describe(path: str | os.PathLike, sections: Iterable[str] | None = None,
     if METADATA_NAME in model.metadata:
         try:
             recs = decode(model.metadata[METADATA_NAME])
-            requant_info = {"format_version": 1, "records": len(recs), "error": None}
+            raw = bytes(model.metadata[METADATA_NAME])
+            requant_info = {"format_version": int.from_bytes(raw[4:6], "little"), "records": len(recs), "error": None}
             for rec in recs:
                 key = (rec.subgraph_index, rec.op_index)
                 if not (rec.subgraph_index < len(model.subgraphs)
@@ -422,7 +440,8 @@ def _quant_text(q: dict[str, Any] | None) -> str:
         return ""
     s, z = q["scale"], q["zero_point"]
     if len(s) == 1:
-        return f"scale={s[0]:.6g} zp={z[0] if z else 0}"
+        scale = "non-finite" if s[0] is None else f"{s[0]:.6g}"
+        return f"scale={scale} zp={z[0] if z else 0}"
     finite = [v for v in s if v is not None] or [0.0]
     zs = sorted(set(z))
     zp = "zp=none" if not zs else f"zp={zs[0]}" if len(zs) == 1 else f"zp={zs[0]}..{zs[-1]}"
@@ -460,7 +479,9 @@ def _pairs_text(mults: list[int], shifts: list[int]) -> str:
 
 
 def _requant_text(rq: dict[str, Any]) -> list[str]:
-    text = _pairs_text(rq["multipliers"], rq["shifts"]) or "no pairs"
+    table = rq.get("table")
+    text = (f"table {len(table)} entries" if table is not None
+            else _pairs_text(rq["multipliers"], rq["shifts"]) or "no pairs")
     extra = f" left_shift={rq['left_shift']}" if rq["left_shift"] else ""
     head = f"requant {text} clamp=[{rq['act_min']},{rq['act_max']}]{extra}"
     if not rq["problems"]:

@@ -242,7 +242,9 @@ def test_corrupted_multiplier_is_flagged(example_tflite: Path, tmp_path: Path, c
     data = bytearray(example_tflite.read_bytes())
     at = data.find(b"QCRQ")
     assert at > 0 and data.find(b"QCRQ", at + 1) == -1
-    records_before = decode(bytes(data[at:at + 388]))  # sanity: the record layout we are about to poke
+    from qconvert.schema.reader import read_model
+
+    records_before = decode(read_model(bytes(data)).metadata["qconvert_requant"])  # the layout we poke
     first = records_before[0]
     pos = at + 12 + 28  # header, first record's fixed part: its first multiplier
     assert int.from_bytes(data[pos:pos + 4], "little", signed=True) == first.pairs[0][0]

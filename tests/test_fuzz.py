@@ -115,8 +115,8 @@ def test_tiny_graph_converts_and_survives_mutation(tmp_path: Path) -> None:
 
 def test_bug_dump_quantization_without_zero_points(tflite_model: bytes, tmp_path: Path) -> None:
     data = bytearray(tflite_model)
-    assert data[11472:11480] == bytes.fromhex("4c00000008000000"), "converter output changed; re-derive the offset"
-    data[11476] = 0
+    assert data[11520:11528] == bytes.fromhex("4c00000008000000"), "converter output changed; re-derive the offset"
+    data[11524] = 0
     path = tmp_path / "m.tflite"
     path.write_bytes(bytes(data))
     for extra in ([], ["--json"]):

@@ -6,7 +6,9 @@ Formulas: kernel_util.cc PopulateConvolutionQuantizationParams (conv/depthwise,
 double product per channel), GetQuantizedConvolutionMultipler (FC: float32 product),
 add.cc/sub.cc (left shift 20, twice the larger input scale), mul.cc (float32),
 quantize.cc and reduce.cc (double ratio), quantization_util.cc QuantizeMultiplier,
-CalculateActivationRangeQuantized (clamps).
+CalculateActivationRangeQuantized (clamps), activations.cc (standalone RELU*: float32
+ratio; SOFTMAX: PreprocessSoftmaxScaling). LOGISTIC / TANH tables are checked against
+LiteRT itself in tests/test_run.py.
 """
 
 from __future__ import annotations
@@ -82,6 +84,14 @@ def expected(model, op) -> tuple[list[tuple[int, int]], int, tuple[int, int] | N
         return [quantize_multiplier(float(f32(f32(s(t[0])) * f32(s(t[1]))) / f32(so)))], 0, clamp
     if code in (B.QUANTIZE, B.MEAN):
         return [quantize_multiplier(s(t[0]) / so)], 0, clamp
+    if code in (B.RELU, B.RELU6, B.RELU_N1_TO_1):  # activations.cc ReluPrepare: float32 ratio
+        kind = {B.RELU: schema.ActivationFunctionType.RELU, B.RELU6: schema.ActivationFunctionType.RELU6,
+                B.RELU_N1_TO_1: schema.ActivationFunctionType.RELU_N1_TO_1}[code]
+        return ([quantize_multiplier(float(f32(s(t[0])) / f32(so)))], 0,
+                clamp_for(kind, so, int(out.quantization.zeroPoint[0])))
+    if code == B.SOFTMAX:  # PreprocessSoftmaxScaling(beta, in_scale, 5 integer bits)
+        beta = float(op.builtinOptions.beta)
+        return [quantize_multiplier(min(beta * s(t[0]) * 2.0**26, 2.0**31 - 1))], 0, clamp
     return [], 0, clamp
 
 

@@ -329,7 +329,7 @@ def test_requant_metadata_survives_the_file():
 
 def test_requant_layout_is_as_documented():
     blob = rq.encode([rq.RequantRecord(5, "MUL", -128, 127, 0, [(1 << 30, -3)], subgraph_index=1)])
-    assert blob[:12] == b"QCRQ" + (1).to_bytes(2, "little") + b"\0\0" + (1).to_bytes(4, "little")
+    assert blob[:12] == b"QCRQ" + (2).to_bytes(2, "little") + b"\0\0" + (1).to_bytes(4, "little")
     fields = np.frombuffer(blob[12:], dtype="<i4")
     assert len(blob) == 12 + 28 + 8
     assert blob[12:20] == (1).to_bytes(4, "little") + (5).to_bytes(4, "little")
@@ -343,17 +343,37 @@ def test_requant_decode_is_strict():
     rq.decode(good)
     bad = {
         "bad magic": b"QCRX" + good[4:],
-        "format version": good[:4] + (2).to_bytes(2, "little") + good[6:],
+        "format version": good[:4] + (3).to_bytes(2, "little") + good[6:],
         "reserved header": good[:6] + b"\1\0" + good[8:],
         "truncated at record": good[:20],
         "past the end": good[:-4],
         "unexpected bytes": good + b"\0",
-        "reserved flag": good[:22] + b"\2\0" + good[24:],
+        "reserved flag": good[:22] + b"\4\0" + good[24:],
         "shorter than the header": b"QCRQ",
+        # version 1 had no table flag
+        "reserved flag bits": good[:4] + (1).to_bytes(2, "little") + good[6:22] + b"\2\0" + good[24:],
     }
     for reason, blob in bad.items():
         with pytest.raises(ValueError, match=reason):
             rq.decode(blob)
+
+
+def test_requant_table_records():
+    table = [(v * 7) % 256 - 128 for v in range(256)]
+    recs = [rq.RequantRecord(1, "LOGISTIC", -128, 127, 0, table=table),
+            rq.RequantRecord(2, "SOFTMAX", -128, 127, 0, [(2119739776, 20)])]
+    blob = rq.encode(recs)
+    assert len(blob) == 12 + 28 + 256 + 28 + 8
+    assert int.from_bytes(blob[22:24], "little") == 2  # table flag
+    assert int.from_bytes(blob[36:40], "little") == 32  # count: 32 x 8 bytes
+    assert np.frombuffer(blob[40:296], dtype=np.int8).tolist() == table
+    assert rq.decode(blob) == recs
+    with pytest.raises(ValueError, match="a table must be 256 int8 values"):
+        rq.encode([rq.RequantRecord(1, "TANH", -128, 127, 0, table=table[:255])])
+    with pytest.raises(ValueError, match="no multiplier pairs"):
+        rq.encode([rq.RequantRecord(1, "TANH", -128, 127, 0, [(1, 1)], table=table)])
+    v1 = rq.encode([rq.RequantRecord(0, "MUL", -128, 127, 0, [(1 << 30, -3)])])
+    assert rq.decode(v1[:4] + (1).to_bytes(2, "little") + v1[6:])[0].pairs == [(1 << 30, -3)]  # v1 still reads
 
 
 def test_requant_encode_validates():

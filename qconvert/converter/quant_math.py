@@ -574,6 +574,51 @@ def quantize_requant(in_scale: float, out_scale: float) -> tuple[int, int]:
     return quantize_multiplier(float(_f32(in_scale)) / float(_f32(out_scale)))
 
 
+def relu_requant(in_scale: float, out_scale: float) -> tuple[int, int]:
+    """Standalone RELU / RELU6 / RELU_N1_TO_1 int8 ``(multiplier, shift)``
+    (lite/kernels/activations.cc ``ReluPrepare``): ``in / out`` divided in FLOAT32, then
+    widened and ``QuantizeMultiplier``. Eval: ``clamp(out_zp + MBQM(x - in_zp))``."""
+    return quantize_multiplier(float(np.float32(_f32(in_scale) / _f32(out_scale))))
+
+
+SOFTMAX_SCALED_DIFF_INTEGER_BITS = 5
+
+
+def softmax_requant(in_scale: float, beta: float = 1.0) -> tuple[int, int]:
+    """SOFTMAX int8 reference-kernel ``(input_multiplier, input_left_shift)``
+    (activations.cc ``SoftmaxPrepare``, quantization_util.cc ``PreprocessSoftmaxScaling``):
+    ``min(double(beta) * double(in) * 2**26, 2**31 - 1)`` through
+    ``QuantizeMultiplierGreaterThanOne`` (ValueError when that is not > 1). The kernel's
+    ``diff_min`` follows from the shift: ``-floor(31 * 2**26 / 2**shift)``."""
+    real = min(float(beta) * float(_f32(in_scale)) * float(1 << (31 - SOFTMAX_SCALED_DIFF_INTEGER_BITS)),
+               float(2**31 - 1))
+    if not real > 1.0:
+        raise ValueError(f"softmax input scale {float(_f32(in_scale))} too small for the reference kernel")
+    return quantize_multiplier(real)
+
+
+def activation_table(kind: str, in_scale: float, in_zp: int, out_scale: float, out_zp: int) -> list[int]:
+    """The 256-entry int8 table TFLite's reference LOGISTIC / TANH build (``LUTPopulate``,
+    lite/kernels/internal/common.h), indexed by ``uint8(x)``: all in float32,
+    ``deq = in_scale * float(x - in_zp)``, ``t = 1/(1 + exp(-deq))`` or ``tanh(deq)``,
+    ``q = int(round_half_away(t * (1 / out_scale)) + float(out_zp))``, clamped to int8."""
+    f = np.float32
+    x = np.arange(-128, 128, dtype=np.int32)
+    deq = f(in_scale) * (x - int(in_zp)).astype(f)
+    with np.errstate(over="ignore"):
+        if kind == "LOGISTIC":
+            t = f(1) / (f(1) + np.exp(-deq))
+        elif kind == "TANH":
+            t = np.tanh(deq)
+        else:
+            raise ValueError(f"no table for {kind}")
+    r = round_half_away_array((t * (f(1) / f(out_scale))).astype(f))
+    q = np.clip((r + f(out_zp)).astype(np.int64), -128, 127)
+    table = np.empty(256, dtype=np.int64)
+    table[x.astype(np.uint8)] = q  # index = the input's bit pattern
+    return [int(v) for v in table]
+
+
 @dataclass(frozen=True)
 class MeanRequant:
     """MEAN int8 parameters.

@@ -105,6 +105,16 @@ def _record(graph: Graph, index: int, node: Node):
         n = int(np.prod(x.shape)) // max(1, int(np.prod(out.shape)))
         m = qm.mean_requant(_scale(graph, x.name), x.quant.zero_point[0], _scale(graph, out.name), out.quant.zero_point[0], n)
         pairs = [(m.multiplier, m.shift)]
+    elif op in ("RELU", "RELU6", "RELU_N1_TO_1"):
+        pairs = [qm.relu_requant(_scale(graph, node.inputs[0]), _scale(graph, out.name))]
+        lo, hi = qm.activation_range(op, _scale(graph, out.name), out.quant.zero_point[0])
+    elif op == "SOFTMAX":
+        pairs = [qm.softmax_requant(_scale(graph, node.inputs[0]), float(node.attrs.get("beta", 1.0)))]
+    elif op in ("LOGISTIC", "TANH"):
+        x = t[node.inputs[0]]
+        table = qm.activation_table(op, _scale(graph, x.name), x.quant.zero_point[0], _scale(graph, out.name),
+                                    out.quant.zero_point[0])
+        return RequantRecord(op_index=index, builtin=op, act_min=-128, act_max=127, left_shift=0, table=table)
     elif act == "NONE":
         return None
     return RequantRecord(

@@ -4,24 +4,26 @@ TFLite kernels turn float scales into integer multipliers and shifts in their
 Prepare step. qconvert does that work at conversion time and writes the result
 here, so a runtime without floating point can use the file as it is.
 
-Layout (version 1). All integers are little-endian; every field is naturally
+Layout (version 2; version 1 is the same without the table flag and without
+records for standalone RELU*, SOFTMAX, LOGISTIC and TANH). All integers are little-endian; every field is naturally
 aligned when the entry starts on a 4-byte boundary::
 
     header   (12 bytes)
       0  4  magic           b"QCRQ"
-      4  u16 format_version  1
+      4  u16 format_version  2
       6  u16 reserved        0
       8  u32 record_count
     record   (28 bytes + 8 * count), record_count times
       0  u32 subgraph_index
       4  u32 operator_index   index into the subgraph's operators
       8  u16 builtin_code     BuiltinOperator code of that operator (a cross-check)
-     10  u16 flags            bit 0: per-channel; bits 1..15 reserved, 0
+     10  u16 flags            bit 0: per-channel; bit 1: table; bits 2..15 reserved, 0
      12  i32 activation_min   output clamp in the output's integer domain,
      16  i32 activation_max   fused activation included
      20  i32 left_shift       ADD/SUB: the input left shift (20 for int8); else 0
      24  u32 count            number of (multiplier, shift) pairs
-     28  count x (i32 multiplier, i32 shift)
+     28  count x (i32 multiplier, i32 shift)     (no table flag)
+         8 * count int8 table entries            (table flag)
 
 A pair follows TFLite's QuantizeMultiplier: ``real ≈ multiplier * 2**(shift - 31)``
 with ``multiplier`` in [2**30, 2**31) (0 when the scale is zero or too small
@@ -35,7 +37,14 @@ to represent), a positive ``shift`` meaning a left shift. What the pairs of a re
                                  output: 2 * max_in_scale / (2**20 * out_scale))
     MUL                         one: in1_scale * in2_scale / out_scale
     QUANTIZE (int8 → int8)      one: in_scale / out_scale
-    MEAN                        one: in_scale / out_scale
+    MEAN                        one: in_scale / out_scale (the kernel folds 1/n in)
+    RELU, RELU6, RELU_N1_TO_1   one: float32(in_scale / out_scale); the clamp is the
+                                activation's range in the output's domain
+    SOFTMAX                     one: (input_multiplier, input_left_shift) of
+                                beta * in_scale * 2**26 (reference fixed-point kernel;
+                                diff_min = -floor(31 * 2**26 / 2**shift))
+    LOGISTIC, TANH              table flag, count 32: the 256 int8 outputs of the
+                                reference kernel's lookup table, indexed by uint8(x)
     other ops with a clamp      none (count 0), only activation_min/max
 
 Records appear in operator order; a decoder must reject an unknown magic,
@@ -53,8 +62,11 @@ from ai_edge_litert.schema_py_generated import BuiltinOperator
 
 METADATA_NAME = "qconvert_requant"
 MAGIC = b"QCRQ"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 FLAG_PER_CHANNEL = 0x0001
+FLAG_TABLE = 0x0002
+TABLE_SIZE = 256
 ADD_SUB_LEFT_SHIFT = 20  # tensorflow/lite/kernels/add.cc: left_shift for 8-bit inputs
 
 _HEADER = struct.Struct("<4sHHI")
@@ -77,6 +89,7 @@ class RequantRecord:
     pairs: list[tuple[int, int]] = field(default_factory=list)  # (multiplier, shift)
     per_channel: bool = False
     subgraph_index: int = 0
+    table: list[int] | None = None  # LOGISTIC / TANH: 256 int8 outputs, indexed by uint8(x)
 
 
 def _check_int(name: str, value: int, lo: int, hi: int, record: int) -> int:
@@ -117,15 +130,24 @@ def encode(records: Iterable[RequantRecord]) -> bytes:
         act_max = _check_int("act_max", r.act_max, *_INT32, k)
         if act_min > act_max:
             raise ValueError(f"requant record {k}: act_min {act_min} > act_max {act_max}")
-        pairs = _pairs_array(r.pairs, k)
         flags = FLAG_PER_CHANNEL if r.per_channel else 0
+        if r.table is not None:
+            if r.pairs:
+                raise ValueError(f"requant record {k}: a table record has no multiplier pairs")
+            table = np.asarray(r.table, dtype=np.int64)
+            if table.shape != (TABLE_SIZE,) or table.min() < -128 or table.max() > 127:
+                raise ValueError(f"requant record {k}: a table must be {TABLE_SIZE} int8 values")
+            payload = table.astype(np.int8).tobytes()
+            flags |= FLAG_TABLE
+        else:
+            payload = _pairs_array(r.pairs, k).tobytes()
         chunks.append(
             _RECORD.pack(
                 *key, _CODES[r.builtin], flags, act_min, act_max,
-                _check_int("left_shift", r.left_shift, *_INT32, k), len(pairs),
+                _check_int("left_shift", r.left_shift, *_INT32, k), len(payload) // 8,
             )
         )
-        chunks.append(pairs.tobytes())
+        chunks.append(payload)
         count += 1
     return _HEADER.pack(MAGIC, FORMAT_VERSION, 0, count) + b"".join(chunks)
 
@@ -138,10 +160,12 @@ def decode(data: bytes) -> list[RequantRecord]:
     magic, version, reserved, count = _HEADER.unpack_from(data, 0)
     if magic != MAGIC:
         raise ValueError(f"{METADATA_NAME}: bad magic {magic!r}, expected {MAGIC!r}")
-    if version != FORMAT_VERSION:
+    if version not in READABLE_VERSIONS:
         raise ValueError(
-            f"{METADATA_NAME}: format version {version}, this reader knows {FORMAT_VERSION}"
+            f"{METADATA_NAME}: format version {version}, this reader knows "
+            f"{', '.join(map(str, READABLE_VERSIONS))}"
         )
+    known_flags = FLAG_PER_CHANNEL | (FLAG_TABLE if version >= 2 else 0)
     if reserved != 0:
         raise ValueError(f"{METADATA_NAME}: reserved header field is {reserved}, expected 0")
     records = []
@@ -151,14 +175,21 @@ def decode(data: bytes) -> list[RequantRecord]:
             raise ValueError(f"{METADATA_NAME}: truncated at record {k} of {count}")
         sub, op, code, flags, act_min, act_max, left_shift, n = _RECORD.unpack_from(data, pos)
         pos += _RECORD.size
-        if flags & ~FLAG_PER_CHANNEL:
+        if flags & ~known_flags:
             raise ValueError(f"{METADATA_NAME}: record {k} has reserved flag bits {flags:#06x}")
         if code not in _NAMES:
             raise ValueError(f"{METADATA_NAME}: record {k} has unknown builtin code {code}")
         end = pos + n * 2 * _PAIR.itemsize
         if end > len(data):
             raise ValueError(f"{METADATA_NAME}: record {k} declares {n} pairs past the end")
-        pairs = np.frombuffer(data, dtype=_PAIR, count=2 * n, offset=pos).reshape(n, 2)
+        table = None
+        pairs = np.zeros((0, 2), dtype=_PAIR)
+        if flags & FLAG_TABLE:
+            if 8 * n != TABLE_SIZE:
+                raise ValueError(f"{METADATA_NAME}: record {k} has a table of {8 * n} entries, not {TABLE_SIZE}")
+            table = np.frombuffer(data, dtype=np.int8, count=TABLE_SIZE, offset=pos).tolist()
+        else:
+            pairs = np.frombuffer(data, dtype=_PAIR, count=2 * n, offset=pos).reshape(n, 2)
         pos = end
         records.append(
             RequantRecord(
@@ -170,6 +201,7 @@ def decode(data: bytes) -> list[RequantRecord]:
                 pairs=[(m, s) for m, s in pairs.tolist()],
                 per_channel=bool(flags & FLAG_PER_CHANNEL),
                 subgraph_index=sub,
+                table=table,
             )
         )
     if pos != len(data):

@@ -1,0 +1,1 @@
+"""Integer-only execution of qconvert's .tflite files (``qconvert run``)."""

@@ -1,0 +1,126 @@
+"""``qconvert run MODEL.tflite --input x.npz``: the command around :class:`IntegerModel`.
+
+Inputs: a ``.npz`` with one array per model input (named like the input; with one input
+the name may differ), or a ``.npy`` for a one-input model. An array shaped like the input
+is one sample; one with an extra leading axis ``[N, *input shape]`` is N samples, run one
+after another, and every output gets that leading axis too.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from qconvert.runtime.interpreter import IntegerModel, RunError
+
+
+def read_model(path: str | os.PathLike) -> IntegerModel:
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise RunError(f"cannot read '{path}': {exc.strerror or exc}") from None
+    return IntegerModel(data)
+
+
+def read_inputs(path: str | os.PathLike, model: IntegerModel) -> tuple[dict[str, np.ndarray], int | None]:
+    """(name → [N, *shape] arrays, N) — N is None when the arrays are single samples."""
+    try:
+        data = np.load(path, allow_pickle=False)
+    except FileNotFoundError:
+        raise RunError(f"input data '{path}' does not exist") from None
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
+        raise RunError(f"cannot read input data '{path}': {exc}") from None
+    names = model.input_names
+    if isinstance(data, np.ndarray):
+        if len(names) != 1:
+            raise RunError(f"{path}: a .npy holds one array; the model has inputs {names}: use a .npz")
+        arrays = {names[0]: data}
+    else:
+        with data:
+            keys = list(data.files)
+            if len(names) == 1 and len(keys) == 1:
+                arrays = {names[0]: data[keys[0]]}
+            else:
+                missing = [n for n in names if n not in keys]
+                if missing:
+                    raise RunError(f"{path}: no array named '{missing[0]}' (arrays: {', '.join(keys) or 'none'}); "
+                                   f"the model's inputs are {', '.join(names)}")
+                arrays = {n: data[n] for n in names}
+    counts = set()
+    out = {}
+    for d in model.input_details():
+        a = np.asarray(arrays[d["name"]])
+        shape = tuple(d["shape"])
+        if a.shape == shape:
+            out[d["name"]] = a[None]
+            counts.add(None)
+        elif a.shape[1:] == shape:
+            out[d["name"]] = a
+            counts.add(len(a))
+        else:
+            raise RunError(f"{path}: array '{d['name']}' is {list(a.shape)}; the input is {list(shape)} "
+                           f"(or [N, {', '.join(map(str, shape))}] for N samples)")
+    if len(counts) != 1:
+        raise RunError(f"{path}: the arrays hold different numbers of samples")
+    return out, counts.pop()
+
+
+def run_samples(model: IntegerModel, feeds: dict[str, np.ndarray], trace: bool = False,
+                quantize_inputs: bool = False) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Run every sample; (outputs, traced tensors), each stacked on a leading sample axis."""
+    n = len(next(iter(feeds.values())))
+    outs: dict[str, list[np.ndarray]] = {}
+    traced: dict[str, list[np.ndarray]] = {}
+    for k in range(n):
+        result = model.run({name: a[k] for name, a in feeds.items()}, trace=trace, quantize_inputs=quantize_inputs)
+        o, t = result if trace else (result, {})
+        for name, v in o.items():
+            outs.setdefault(name, []).append(v)
+        for name, v in t.items():
+            traced.setdefault(name, []).append(v)
+    return ({k: np.stack(v) for k, v in outs.items()}, {k: np.stack(v) for k, v in traced.items()})
+
+
+def _summary(name: str, v: np.ndarray) -> list[str]:
+    flat = v.reshape(-1)
+    row = [name, f"{v.dtype}", "[" + ",".join(map(str, v.shape)) + "]",
+           f"{flat.min()}" if flat.size else "-", f"{flat.max()}" if flat.size else "-"]
+    return row
+
+
+def run_command(model_path: str, input_path: str, output: str | None, trace: bool,
+                quantize_inputs: bool) -> str:
+    from qconvert.dump import _table
+
+    model = read_model(model_path)
+    feeds, n = read_inputs(input_path, model)
+    outputs, traced = run_samples(model, feeds, trace=trace, quantize_inputs=quantize_inputs)
+    if n is None:  # single samples in, single samples out
+        outputs = {k: v[0] for k, v in outputs.items()}
+        traced = {k: v[0] for k, v in traced.items()}
+    lines = []
+    if trace:
+        rows = [["#", "op", "output", "dtype", "shape", "min", "max"]]
+        for k, op in enumerate(model.model.operators):
+            name = model.tensors[op.outputs[0]].name
+            rows.append([str(k), op.builtin] + _summary(name, traced[name]))
+        lines += _table(rows, right=(0, 5, 6)) + [""]
+    rows = [["output", "dtype", "shape", "min", "max"]] + [_summary(k, v) for k, v in outputs.items()]
+    lines += _table(rows, right=(3, 4))
+    for name, v in outputs.items():
+        if v.size <= 32:
+            lines.append(f"{name} = {np.array2string(v, separator=', ', max_line_width=100)}")
+    if output:
+        from qconvert.api import write_atomic
+
+        buf = io.BytesIO()
+        arrays = {**traced, **outputs}
+        np.savez(buf, **arrays)
+        write_atomic(output, buf.getvalue())
+        lines.append(f"wrote {output} ({len(arrays)} arrays)")
+    return "\n".join(lines) + "\n"

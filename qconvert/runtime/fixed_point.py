@@ -1,0 +1,74 @@
+"""Integer arithmetic of TFLite's reference kernels, vectorised over int64 numpy arrays.
+
+Every function takes and returns int64 arrays holding int32 values, and does what the C++
+does on int32, including wrap-around where the C++ wraps. Nothing here touches a float.
+
+Primitives (gemmlowp fixedpoint.h, tflite kernels/internal/common.h):
+  srdhm(a, b)                SaturatingRoundingDoublingHighMul: round(a*b / 2**31), ties up
+  rdpot(x, e)                RoundingDivideByPOT: x / 2**e, ties away from zero
+  mbqm(x, m, shift)          MultiplyByQuantizedMultiplier, double rounding (default build)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+INT32_MIN = -(2**31)
+INT32_MAX = 2**31 - 1
+
+I64 = np.int64
+
+
+def wrap32(v: np.ndarray) -> np.ndarray:
+    """Two's-complement int32 wrap of int64 values."""
+    return ((v + 2**31) & 0xFFFFFFFF) - 2**31
+
+
+def srdhm(a: np.ndarray | int, b: np.ndarray | int) -> np.ndarray:
+    a = np.asarray(a, I64)
+    b = np.asarray(b, I64)
+    ab = a * b
+    t = ab + np.where(ab >= 0, I64(1 << 30), I64(1 - (1 << 30)))
+    q = np.where(t >= 0, t >> 31, -((-t) >> 31))  # C++ division truncates toward zero
+    return np.where((a == INT32_MIN) & (b == INT32_MIN), I64(INT32_MAX), q)
+
+
+def rdpot(x: np.ndarray | int, exponent: np.ndarray | int) -> np.ndarray:
+    x = np.asarray(x, I64)
+    e = np.asarray(exponent, I64)
+    mask = (I64(1) << e) - 1
+    threshold = (mask >> 1) + (x < 0)
+    return (x >> e) + ((x & mask) > threshold)
+
+
+def mbqm(x: np.ndarray | int, multiplier: np.ndarray | int, shift: np.ndarray | int) -> np.ndarray:
+    """MultiplyByQuantizedMultiplier(x, m, shift): RDPOT(SRDHM(x << left, m), right)."""
+    s = np.asarray(shift, I64)
+    left = np.maximum(s, 0)
+    right = np.maximum(-s, 0)
+    return rdpot(srdhm(wrap32(np.asarray(x, I64) << left), multiplier), right)
+
+
+def saturating_left_shift(x: np.ndarray, exponent: int) -> np.ndarray:
+    """gemmlowp ``SaturatingRoundingMultiplyByPOT`` with a positive exponent: x * 2**e, saturated."""
+    return np.clip(np.asarray(x, I64) << exponent, INT32_MIN, INT32_MAX)
+
+
+def multiply_by_pot(x: np.ndarray, exponent: int) -> np.ndarray:
+    """gemmlowp ``SaturatingRoundingMultiplyByPOT<exponent>``: a left shift saturates, a
+    right shift rounds (RoundingDivideByPOT)."""
+    if exponent >= 0:
+        return saturating_left_shift(x, exponent)
+    return rdpot(x, -exponent)
+
+
+def mbqm_single(x: np.ndarray | int, multiplier: np.ndarray | int, shift: np.ndarray | int) -> np.ndarray:
+    """MultiplyByQuantizedMultiplier, single rounding (``TFLITE_SINGLE_ROUNDING``):
+    ``(x * m + 2**(30 - shift)) >> (31 - shift)``, ties toward +infinity. Exact in int64
+    while |x| < 2**31 and shift <= 0 (products < 2**62)."""
+    x = np.asarray(x, I64)
+    m = np.asarray(multiplier, I64)
+    total = 31 - np.asarray(shift, I64)
+    if np.any(total < 1) or np.any(total > 62):
+        raise ValueError("single-rounding shift out of range")
+    return (x * m + (I64(1) << (total - 1))) >> total

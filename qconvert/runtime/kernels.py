@@ -1,0 +1,320 @@
+"""Integer kernels: TFLite's int8 reference kernels (``OpResolverType.BUILTIN_REF``) in numpy.
+
+Each kernel gets an :class:`OpCall` (the operator, its int arrays, its requant record and
+the integer parameters of its tensors) and returns the int8 output. Only integers reach a
+kernel: int8/int32 buffers, zero points, and the multipliers, shifts and clamps stored in
+the file's ``qconvert_requant`` record. Float scales are read only at the model's float
+boundary (QUANTIZE from float32, DEQUANTIZE to float32), in ``interpreter.py``.
+
+Layouts are TFLite's: NHWC, CONV_2D weights [O, H, W, I], DEPTHWISE_CONV_2D [1, H, W, C*M],
+FULLY_CONNECTED [O, I]. Accumulators are int64 (the C++ uses int32 and never overflows
+on int8 data of realistic size); every rescale wraps and rounds as int32 arithmetic does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from qconvert.runtime.fixed_point import I64, mbqm
+from qconvert.runtime import transcendental
+
+
+class KernelError(ValueError):
+    """The file lacks something a kernel needs (one line for the user)."""
+
+
+@dataclass
+class OpCall:
+    index: int
+    builtin: str
+    name: str  # the first output tensor's name, for messages
+    options: dict[str, Any]
+    inputs: list[np.ndarray | None]
+    input_zps: list[int]
+    output_zp: int
+    output_shape: tuple[int, ...]
+    record: Any | None  # RequantRecord
+    consts: dict[int, np.ndarray] = field(default_factory=dict)
+
+    def pairs(self, count: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        if self.record is None or not self.record.pairs:
+            raise KernelError(f"operator {self.index} ({self.builtin} '{self.name}') has no multiplier in the "
+                              "file's qconvert_requant metadata; `qconvert run` needs a file qconvert wrote")
+        p = np.asarray(self.record.pairs, dtype=I64)
+        if count is not None and len(p) != count:
+            raise KernelError(f"operator {self.index} ({self.builtin} '{self.name}'): its qconvert_requant "
+                              f"record has {len(p)} multiplier(s), {count} expected")
+        return p[:, 0], p[:, 1]
+
+    def clamp(self) -> tuple[int, int]:
+        if self.record is None:
+            return -128, 127
+        return int(self.record.act_min), int(self.record.act_max)
+
+
+def _finish(call: OpCall, acc: np.ndarray) -> np.ndarray:
+    lo, hi = call.clamp()
+    return np.clip(acc, lo, hi).astype(np.int8)
+
+
+# ---------------------------------------------------------------------------
+# windows
+
+
+def _window(size: int, k: int, stride: int, dilation: int, padding: str) -> tuple[int, int]:
+    """(output size, pad before) as TFLite computes them (``ComputePaddingHeightWidth``)."""
+    effective = (k - 1) * dilation + 1
+    if padding == "SAME":
+        out = (size + stride - 1) // stride
+    else:
+        out = (size - effective + stride) // stride
+    total = max((out - 1) * stride + effective - size, 0)
+    return out, total // 2
+
+
+def _windows(x: np.ndarray, kh: int, kw: int, options: dict[str, Any], fill: int) -> np.ndarray:
+    """[N, OH, OW, kh, kw, C] view of ``x`` padded with ``fill``."""
+    sh, sw = int(options.get("stride_h", 1)), int(options.get("stride_w", 1))
+    dh, dw = int(options.get("dilation_h_factor", 1)), int(options.get("dilation_w_factor", 1))
+    padding = options.get("padding", "VALID")
+    n, h, w, c = x.shape
+    oh, top = _window(h, kh, sh, dh, padding)
+    ow, left = _window(w, kw, sw, dw, padding)
+    need_h = (oh - 1) * sh + (kh - 1) * dh + 1
+    need_w = (ow - 1) * sw + (kw - 1) * dw + 1
+    padded = np.full((n, max(need_h, h + top), max(need_w, w + left), c), fill, dtype=x.dtype)
+    padded[:, top:top + h, left:left + w, :] = x
+    s = padded.strides
+    return np.lib.stride_tricks.as_strided(
+        padded, (n, oh, ow, kh, kw, c), (s[0], s[1] * sh, s[2] * sw, s[1] * dh, s[2] * dw, s[3]), writeable=False)
+
+
+def _product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Exact integer matrix product through float64 BLAS (|terms| < 2**16, sums < 2**53)."""
+    return np.rint(a.astype(np.float64) @ b.astype(np.float64)).astype(I64)
+
+
+# ---------------------------------------------------------------------------
+# weighted ops
+
+
+def conv_2d(call: OpCall) -> np.ndarray:
+    x, w = call.inputs[0], call.inputs[1]
+    bias = call.inputs[2] if len(call.inputs) > 2 else None
+    o, kh, kw, i = w.shape
+    cols = _windows(x.astype(I64) - call.input_zps[0], kh, kw, call.options, 0)
+    n, oh, ow = cols.shape[:3]
+    acc = _product(cols.reshape(n * oh * ow, kh * kw * i), w.reshape(o, -1).T.astype(I64) - call.input_zps[1])
+    if bias is not None:
+        acc = acc + bias.astype(I64)
+    m, s = call.pairs(o)
+    return _finish(call, mbqm(acc, m, s) + call.output_zp).reshape(n, oh, ow, o)
+
+
+def depthwise_conv_2d(call: OpCall) -> np.ndarray:
+    x, w = call.inputs[0], call.inputs[1]
+    bias = call.inputs[2] if len(call.inputs) > 2 else None
+    _, kh, kw, oc = w.shape
+    ic = x.shape[3]
+    mult = oc // ic
+    cols = _windows(x.astype(I64) - call.input_zps[0], kh, kw, call.options, 0)
+    if mult > 1:
+        cols = np.repeat(cols, mult, axis=5)  # output channel c reads input channel c // mult
+    acc = np.einsum("nhwijc,ijc->nhwc", cols.astype(np.float64), (w[0].astype(I64) - call.input_zps[1]).astype(
+        np.float64))
+    acc = np.rint(acc).astype(I64)
+    if bias is not None:
+        acc = acc + bias.astype(I64)
+    m, s = call.pairs(oc)
+    return _finish(call, mbqm(acc, m, s) + call.output_zp)
+
+
+def fully_connected(call: OpCall) -> np.ndarray:
+    x, w = call.inputs[0], call.inputs[1]
+    bias = call.inputs[2] if len(call.inputs) > 2 and call.inputs[2] is not None else None
+    o, depth = w.shape
+    rows = x.reshape(-1, depth).astype(I64) - call.input_zps[0]
+    acc = _product(rows, w.T.astype(I64) - call.input_zps[1])
+    if bias is not None:
+        acc = acc + bias.astype(I64)
+    m, s = call.pairs()
+    if len(m) not in (1, o):
+        raise KernelError(f"operator {call.index} (FULLY_CONNECTED '{call.name}'): {len(m)} multipliers for "
+                          f"{o} output channels")
+    y = _finish(call, mbqm(acc, m, s) + call.output_zp)
+    return y.reshape(call.output_shape) if int(np.prod(call.output_shape)) == y.size else y
+
+
+# ---------------------------------------------------------------------------
+# element-wise
+
+
+def _add_sub(call: OpCall, sign: int) -> np.ndarray:
+    a, b = call.inputs[0].astype(I64), call.inputs[1].astype(I64)
+    m, s = call.pairs(3)
+    left = int(call.record.left_shift)
+    sa = mbqm((a - call.input_zps[0]) << left, m[0], s[0])
+    sb = mbqm((b - call.input_zps[1]) << left, m[1], s[1])
+    return _finish(call, mbqm(sa + sign * sb, m[2], s[2]) + call.output_zp)
+
+
+def add(call: OpCall) -> np.ndarray:
+    return _add_sub(call, 1)
+
+
+def sub(call: OpCall) -> np.ndarray:
+    return _add_sub(call, -1)
+
+
+def mul(call: OpCall) -> np.ndarray:
+    a = call.inputs[0].astype(I64) - call.input_zps[0]
+    b = call.inputs[1].astype(I64) - call.input_zps[1]
+    m, s = call.pairs(1)
+    return _finish(call, mbqm(a * b, m[0], s[0]) + call.output_zp)
+
+
+def maximum(call: OpCall) -> np.ndarray:
+    return np.maximum(call.inputs[0], call.inputs[1]).astype(np.int8)
+
+
+def minimum(call: OpCall) -> np.ndarray:
+    return np.minimum(call.inputs[0], call.inputs[1]).astype(np.int8)
+
+
+def relu(call: OpCall) -> np.ndarray:
+    """ReluX int8 (reference_ops::ReluX): rescale ``x - in_zp`` to the output, clamp."""
+    m, s = call.pairs(1)
+    return _finish(call, mbqm(call.inputs[0].astype(I64) - call.input_zps[0], m[0], s[0]) + call.output_zp)
+
+
+def requantize(call: OpCall) -> np.ndarray:
+    """QUANTIZE int8 → int8 (reference_ops::Requantize)."""
+    m, s = call.pairs(1)
+    return _finish(call, mbqm(call.inputs[0].astype(I64) - call.input_zps[0], m[0], s[0]) + call.output_zp)
+
+
+# ---------------------------------------------------------------------------
+# pooling and reductions
+
+
+def average_pool_2d(call: OpCall) -> np.ndarray:
+    """reference_integer_ops::AveragePool: the sum over the window's in-bounds part divided
+    by its size, rounding half away from zero."""
+    x = call.inputs[0]
+    kh, kw = int(call.options["filter_height"]), int(call.options["filter_width"])
+    sums = _windows(x.astype(I64), kh, kw, call.options, 0).sum(axis=(3, 4))
+    ones = np.ones((1,) + x.shape[1:3] + (1,), dtype=I64)
+    counts = _windows(ones, kh, kw, call.options, 0).sum(axis=(3, 4))
+    half = counts // 2
+    q = np.where(sums > 0, (sums + half) // counts, -((-(sums - half)) // counts))
+    return _finish(call, q)
+
+
+def max_pool_2d(call: OpCall) -> np.ndarray:
+    x = call.inputs[0]
+    kh, kw = int(call.options["filter_height"]), int(call.options["filter_width"])
+    return _finish(call, _windows(x.astype(I64), kh, kw, call.options, -(2**40)).max(axis=(3, 4)))
+
+
+def mean(call: OpCall) -> np.ndarray:
+    from qconvert.runtime import reduce
+
+    return _finish(call, reduce.mean(call))
+
+
+# ---------------------------------------------------------------------------
+# data movement
+
+
+def reshape(call: OpCall) -> np.ndarray:
+    return call.inputs[0].reshape(call.output_shape)
+
+
+def concatenation(call: OpCall) -> np.ndarray:
+    axis = int(call.options.get("axis", 0))
+    return np.concatenate([x for x in call.inputs if x is not None], axis=axis)
+
+
+def transpose(call: OpCall) -> np.ndarray:
+    return np.transpose(call.inputs[0], [int(v) for v in call.inputs[1]])
+
+
+def pad(call: OpCall) -> np.ndarray:
+    pads = call.inputs[1].astype(I64).tolist()
+    fill = call.output_zp if len(call.inputs) < 3 or call.inputs[2] is None else int(call.inputs[2].reshape(-1)[0])
+    return np.pad(call.inputs[0], pads, constant_values=fill)
+
+
+def space_to_batch_nd(call: OpCall) -> np.ndarray:
+    x = call.inputs[0]
+    block = [int(v) for v in call.inputs[1]]
+    pads = call.inputs[2].astype(I64).tolist()
+    spatial = len(block)
+    full = [[0, 0]] + pads + [[0, 0]] * (x.ndim - 1 - spatial)
+    x = np.pad(x, full, constant_values=call.output_zp)
+    n = x.shape[0]
+    dims = x.shape[1:1 + spatial]
+    rest = x.shape[1 + spatial:]
+    shape = [n]
+    for d, b in zip(dims, block):
+        shape += [d // b, b]
+    x = x.reshape(shape + list(rest))
+    # [n, d0/b0, b0, d1/b1, b1, ...rest] -> [b0, b1, n, d0/b0, d1/b1, ...rest]
+    order = [2 + 2 * k for k in range(spatial)] + [0] + [1 + 2 * k for k in range(spatial)]
+    order += list(range(1 + 2 * spatial, x.ndim))
+    x = x.transpose(order)
+    return x.reshape([n * int(np.prod(block))] + [d // b for d, b in zip(dims, block)] + list(rest))
+
+
+def batch_to_space_nd(call: OpCall) -> np.ndarray:
+    x = call.inputs[0]
+    block = [int(v) for v in call.inputs[1]]
+    crops = call.inputs[2].astype(I64).tolist()
+    spatial = len(block)
+    nb = x.shape[0]
+    n = nb // int(np.prod(block))
+    dims = x.shape[1:1 + spatial]
+    rest = x.shape[1 + spatial:]
+    x = x.reshape(block + [n] + list(dims) + list(rest))
+    order = [spatial]
+    for k in range(spatial):
+        order += [spatial + 1 + k, k]
+    order += list(range(2 * spatial + 1, x.ndim))
+    x = x.transpose(order).reshape([n] + [d * b for d, b in zip(dims, block)] + list(rest))
+    index = [slice(None)] + [slice(c[0], x.shape[1 + k] - c[1]) for k, c in enumerate(crops)]
+    return x[tuple(index)]
+
+
+# ---------------------------------------------------------------------------
+
+
+KERNELS: dict[str, Callable[[OpCall], np.ndarray]] = {
+    "CONV_2D": conv_2d,
+    "DEPTHWISE_CONV_2D": depthwise_conv_2d,
+    "FULLY_CONNECTED": fully_connected,
+    "ADD": add,
+    "SUB": sub,
+    "MUL": mul,
+    "MAXIMUM": maximum,
+    "MINIMUM": minimum,
+    "RELU": relu,
+    "RELU6": relu,
+    "RELU_N1_TO_1": relu,
+    "AVERAGE_POOL_2D": average_pool_2d,
+    "MAX_POOL_2D": max_pool_2d,
+    "MEAN": mean,
+    "RESHAPE": reshape,
+    "SQUEEZE": reshape,
+    "CONCATENATION": concatenation,
+    "TRANSPOSE": transpose,
+    "PAD": pad,
+    "SPACE_TO_BATCH_ND": space_to_batch_nd,
+    "BATCH_TO_SPACE_ND": batch_to_space_nd,
+    "QUANTIZE_INT8": requantize,
+    "SOFTMAX": transcendental.softmax,
+    "LOGISTIC": transcendental.logistic,
+    "TANH": transcendental.tanh,
+}

@@ -1,0 +1,334 @@
+"""``qconvert run``: the integer-only executor against LiteRT's reference kernels.
+
+Oracle: LiteRT's interpreter with ``OpResolverType.BUILTIN_REF`` and
+``experimental_preserve_all_tensors=True``. For every corpus model of the QAT issues and
+32 random int8 inputs, every tensor our executor computes must equal LiteRT's, bit for bit.
+
+That the stored metadata is what drives the arithmetic (and not the float scales) is
+checked twice: a file whose float scales are all rewritten runs to the same bytes, and a
+file with one corrupted multiplier runs differently (and ``dump`` flags it).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import corpus  # noqa: E402
+
+pytest.importorskip("ai_edge_litert", reason="ai-edge-litert's interpreter is the oracle")
+
+from qconvert.api import convert  # noqa: E402
+from qconvert.runtime.interpreter import IntegerModel, RunError  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+N_INPUTS = 32
+
+# Ops where bit equality with LiteRT's BUILTIN_REF is not reached: op -> (max LSB, why).
+NOT_EXACT: dict[str, tuple[int, str]] = {
+    "FULLY_CONNECTED": (1, "LiteRT 2.3's reference FULLY_CONNECTED computes round(acc * (in*w/out)) in double "
+                           "precision; the integer kernel (TFLite's MultiplyByQuantizedMultiplier, double rounding, "
+                           "from the stored 31-bit multiplier) differs by one at near-ties"),
+}
+
+def litert_tensors(tflite: bytes, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    it = Interpreter(model_content=bytes(tflite), experimental_op_resolver_type=OpResolverType.BUILTIN_REF,
+                     experimental_preserve_all_tensors=True)
+    it.allocate_tensors()
+    for d in it.get_input_details():
+        it.set_tensor(d["index"], feeds[d["name"]])
+    it.invoke()
+    out = {}
+    for d in it.get_tensor_details():
+        try:
+            out[d["name"]] = it.get_tensor(d["index"]).copy()
+        except ValueError:  # tensors with no data (none in our files, but be safe)
+            pass
+    return out
+
+
+def random_feeds(model: IntegerModel, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    return {d["name"]: rng.integers(-128, 128, d["shape"]).astype(np.int8) for d in model.input_details()}
+
+
+def convert_corpus_model(m: corpus.CorpusModel) -> bytes:
+    return convert(m.graph_def, input_ranges=dict(m.input_ranges),
+                   input_shapes={k: list(v) for k, v in m.shapes.items()},
+                   inputs=list(m.inputs), outputs=list(m.outputs))
+
+
+def assert_matches_litert(tflite: bytes, n_inputs: int = N_INPUTS, seed: int = 0) -> dict[str, Any]:
+    """Each operator, run on LiteRT's own input tensors, gives LiteRT's output tensor
+    (within NOT_EXACT); the whole integer run gives LiteRT's outputs. Returns the figures:
+    per op, (elements differing, elements, max LSB); and for the model outputs the same."""
+    model = IntegerModel(tflite)
+    rng = np.random.default_rng(seed)
+    per_op: dict[str, list[int]] = {}
+    outputs = [0, 0, 0]
+    for _ in range(n_inputs):
+        feeds = random_feeds(model, rng)
+        ref = litert_tensors(tflite, feeds)
+        for k, op in enumerate(model.model.operators):
+            name = model.tensors[op.outputs[0]].name
+            a, b = model.run_op(k, ref), ref[name]
+            assert a.shape == b.shape and a.dtype == b.dtype, f"op {k} {op.builtin} '{name}': {a.shape} vs {b.shape}"
+            d = np.abs(a.astype(np.float64) - b.astype(np.float64))
+            f = per_op.setdefault(op.builtin, [0, 0, 0])
+            f[0] += int((d > 0).sum())
+            f[1] += d.size
+            f[2] = max(f[2], int(np.ceil(d.max())) if d.size else 0)
+            allowed = NOT_EXACT.get(op.builtin, (0, ""))[0]
+            assert d.max(initial=0) <= allowed, \
+                f"op {k} {op.builtin} '{name}': differs from LiteRT BUILTIN_REF by up to {d.max()} LSB"
+        ours = model.run(feeds)
+        for name, v in ours.items():
+            d = np.abs(v.astype(np.float64) - ref[name].astype(np.float64))
+            outputs[0] += int((d > 0).sum())
+            outputs[1] += d.size
+            outputs[2] = max(outputs[2], int(np.ceil(d.max())))
+    if not any(op in NOT_EXACT for op in per_op):
+        assert outputs[0] == 0, f"model outputs differ from LiteRT: {outputs}"
+    return {"ops": {k: tuple(v) for k, v in per_op.items()}, "outputs": tuple(outputs)}
+
+
+# ---------------------------------------------------------------------------
+# bit equality with LiteRT, every tensor
+
+
+@pytest.mark.parametrize("name", corpus.MODEL_NAMES)
+def test_tf1_corpus_every_tensor_equals_litert(name: str, record_property: Callable[[str, Any], None]) -> None:
+    figures = assert_matches_litert(convert_corpus_model(corpus.build_model(name)))
+    record_property("figures", figures)
+    print(name, figures)
+
+
+def _variants():  # type: ignore[no-untyped-def]
+    import variants
+
+    return variants
+
+
+@pytest.mark.parametrize("name", _variants().BIT_EXACT + _variants().DOUBLE_FAKE_QUANT)
+def test_edge_case_variants_every_tensor_equals_litert(name: str) -> None:
+    variants = _variants()
+    every = variants.BIT_EXACT + list(variants.TF_LEAVES_FLOAT) + variants.DOUBLE_FAKE_QUANT
+    m = corpus.build_qat_graph(name, 100 + every.index(name), getattr(variants, name))  # as test_e2e_variants
+    print(name, assert_matches_litert(convert_corpus_model(m)))
+
+
+@pytest.fixture(scope="module")
+def tfmot():  # type: ignore[no-untyped-def]
+    pytest.importorskip("tensorflow", reason="the tfmot corpus is built with TensorFlow")
+    import tfmot_corpus
+
+    return tfmot_corpus
+
+
+TFMOT = ["mobilenet_v2", "mobilenet_v1", "resnet_small", "mlp", "lenet", "conv_bn_gap_head", "extras",
+         "depthwise_multiplier"]
+
+
+@pytest.mark.parametrize("name", TFMOT)
+def test_tfmot_corpus_every_tensor_equals_litert(name: str, tfmot) -> None:  # type: ignore[no-untyped-def]
+    assert name in tfmot.TFMOT_MODEL_NAMES
+    print(name, assert_matches_litert(convert_corpus_model(tfmot.build_tfmot_model(name)), n_inputs=N_INPUTS))
+
+
+def test_example_model_every_tensor_equals_litert() -> None:
+    tflite = convert(ROOT / "models" / "digits_qat.pb", input_ranges={"input": (-1.0, 1.0)})
+    print("digits_qat", assert_matches_litert(tflite))
+
+
+# ---------------------------------------------------------------------------
+# the metadata, not the float scales, drives the arithmetic
+
+
+def _repack(tflite: bytes, edit: Callable[[Any], None]) -> bytes:
+    import flatbuffers
+    from ai_edge_litert import schema_py_generated as schema
+
+    m = schema.ModelT.InitFromPackedBuf(bytearray(tflite), 0)
+    edit(m)
+    b = flatbuffers.Builder(1024)
+    b.Finish(m.Pack(b), file_identifier=b"TFL3")
+    return bytes(b.Output())
+
+
+@pytest.fixture(scope="module")
+def example() -> bytes:
+    return convert(ROOT / "models" / "digits_qat.pb", input_ranges={"input": (-1.0, 1.0)})
+
+
+def test_float_scales_are_not_read(example: bytes) -> None:
+    """Every float scale in the file tripled (but the fixed 1/256 of SOFTMAX's output, which
+    LiteRT insists on): LiteRT's answer changes, ours does not."""
+    def triple_scales(m: Any) -> None:
+        sg = m.subgraphs[0]
+        fixed = {op.outputs[0] for op in sg.operators
+                 if m.operatorCodes[op.opcodeIndex].builtinCode in (25, 14, 28)}  # SOFTMAX, LOGISTIC, TANH
+        for k, t in enumerate(sg.tensors):
+            q = t.quantization
+            if k not in fixed and q is not None and q.scale is not None:
+                q.scale = [float(s) * 3.0 for s in q.scale]
+
+    tampered = _repack(example, triple_scales)
+    rng = np.random.default_rng(1)
+    model = IntegerModel(example)
+    feeds = random_feeds(model, rng)
+    ours_before = model.run(feeds)
+    ours_after = IntegerModel(tampered).run(feeds)
+    for k in ours_before:
+        np.testing.assert_array_equal(ours_before[k], ours_after[k])
+    ref_before, ref_after = litert_tensors(example, feeds), litert_tensors(tampered, feeds)
+    assert any(not np.array_equal(ref_before[k], ref_after[k]) for k in ours_before), \
+        "LiteRT should recompute its multipliers from the tripled scales"
+
+
+def _corrupt_first_multiplier(tflite: bytes, op_index: int, delta: int) -> bytes:
+    from qconvert.schema.requant_metadata import METADATA_NAME, decode, encode
+
+    def edit(m: Any) -> None:
+        for md in m.metadata:
+            name = md.name.decode() if isinstance(md.name, bytes) else md.name
+            if name == METADATA_NAME:
+                buf = m.buffers[md.buffer]
+                recs = decode(bytes(bytearray(buf.data)))
+                rec = next(r for r in recs if r.op_index == op_index)
+                mult, shift = rec.pairs[0]
+                rec.pairs[0] = (mult + delta, shift)
+                buf.data = np.frombuffer(encode(recs), dtype=np.uint8)
+
+    return _repack(tflite, edit)
+
+
+def test_a_corrupted_multiplier_changes_the_result_and_dump_flags_it(example: bytes, tmp_path: Path) -> None:
+    from qconvert.dump import describe
+
+    bad = _corrupt_first_multiplier(example, 0, -(2**28))  # CONV_2D channel 0: multiplier x ~0.85
+    rng = np.random.default_rng(2)
+    good_model, bad_model = IntegerModel(example), IntegerModel(bad)
+    diverged = 0
+    for _ in range(8):
+        feeds = random_feeds(good_model, rng)
+        _, a = good_model.run(feeds, trace=True)
+        _, b = bad_model.run(feeds, trace=True)
+        first = good_model.tensors[good_model.model.operators[0].outputs[0]].name
+        diverged += int(not np.array_equal(a[first], b[first]))
+        # LiteRT ignores our metadata: it still agrees with the good file
+        np.testing.assert_array_equal(litert_tensors(bad, feeds)[first], a[first])
+    assert diverged == 8
+    (tmp_path / "bad.tflite").write_bytes(bad)
+    doc = describe(tmp_path / "bad.tflite")
+    flagged = [op for op in doc["subgraphs"][0]["operators"] if op["requant_ok"] is False]
+    assert [op["index"] for op in flagged] == [0]
+
+
+# ---------------------------------------------------------------------------
+# the command
+
+
+def qconvert(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "qconvert", *args], capture_output=True, text=True, cwd=ROOT)
+
+
+def test_run_command_writes_outputs_and_trace(example: bytes, tmp_path: Path) -> None:
+    model_path = tmp_path / "m.tflite"
+    model_path.write_bytes(example)
+    model = IntegerModel(example)
+    rng = np.random.default_rng(3)
+    x = rng.integers(-128, 128, (5, 1, 8, 8, 1)).astype(np.int8)  # 5 samples
+    np.savez(tmp_path / "x.npz", input=x)
+    r = qconvert("run", str(model_path), "--input", str(tmp_path / "x.npz"), "-o", str(tmp_path / "out.npz"),
+                 "--trace")
+    assert r.returncode == 0, r.stderr
+    assert "SOFTMAX" in r.stdout and "Identity" in r.stdout
+    out = np.load(tmp_path / "out.npz")
+    for k in range(5):
+        ref = litert_tensors(example, {"input": x[k]})
+        _, expected = model.run({"input": x[k]}, trace=True)  # the library, checked against LiteRT above
+        for op in model.model.operators:
+            name = model.tensors[op.outputs[0]].name
+            np.testing.assert_array_equal(out[name][k], expected[name])
+            assert np.abs(out[name][k].astype(int) - ref[name]).max() <= 1
+
+
+def test_run_quantizes_float_inputs_only_when_asked(example: bytes, tmp_path: Path) -> None:
+    model_path = tmp_path / "m.tflite"
+    model_path.write_bytes(example)
+    x = np.random.default_rng(4).uniform(-1, 1, (1, 8, 8, 1)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    r = qconvert("run", str(model_path), "--input", str(tmp_path / "x.npy"))
+    assert r.returncode == 1 and r.stderr.count("\n") == 1 and "--quantize-inputs" in r.stderr
+    r = qconvert("run", str(model_path), "--input", str(tmp_path / "x.npy"), "--quantize-inputs",
+                 "-o", str(tmp_path / "o.npz"))
+    assert r.returncode == 0, r.stderr
+    scale = 2.0 / 255.0  # input range [-1, 1]: the interpreter's own quantization, by hand
+    q = np.clip(np.floor(np.abs(x / np.float32(scale)) + 0.5) * np.sign(x), -128, 127).astype(np.int8)
+    np.testing.assert_array_equal(np.load(tmp_path / "o.npz")["Identity"], litert_tensors(example, {"input": q})[
+        "Identity"])
+
+
+def test_run_errors_are_one_line(example: bytes, tmp_path: Path) -> None:
+    model_path = tmp_path / "m.tflite"
+    model_path.write_bytes(example)
+    np.save(tmp_path / "x.npy", np.zeros((1, 8, 8, 1), np.int8))
+    tf_file = tmp_path / "tf.tflite"  # a file without qconvert's metadata
+    tf_file.write_bytes(_repack(example, lambda m: setattr(m, "metadata", [])))
+    cases = {
+        "no metadata": ["run", str(tf_file), "--input", str(tmp_path / "x.npy")],
+        "missing input file": ["run", str(model_path), "--input", str(tmp_path / "nope.npz")],
+        "wrong shape": ["run", str(model_path), "--input", str(tmp_path / "wrong.npy")],
+        "not a model": ["run", str(tmp_path / "x.npy"), "--input", str(tmp_path / "x.npy")],
+    }
+    np.save(tmp_path / "wrong.npy", np.zeros((3, 3), np.int8))
+    for what, args in cases.items():
+        r = qconvert(*args)
+        assert r.returncode == 1, (what, r.stderr)
+        assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr, (what, r.stderr)
+    r = qconvert("run", str(model_path))
+    assert r.returncode == 2
+
+
+# ---------------------------------------------------------------------------
+# the table and fixed-point kernels over every int8 value
+
+
+def _activation_graph(lo: float, hi: float, relu_hi: float) -> bytes:
+    tf = pytest.importorskip("tensorflow", reason="the graph is built with TensorFlow")
+    fq = tf.quantization.fake_quant_with_min_max_args
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [1, 256], name="x")
+        xq = fq(x, min=lo, max=hi, num_bits=8)
+        tf.identity(fq(tf.sigmoid(xq), min=0.0, max=1.0), name="sigmoid_out")
+        tf.identity(fq(tf.tanh(xq), min=-1.0, max=1.0), name="tanh_out")
+        tf.identity(fq(tf.nn.softmax(xq), min=0.0, max=1.0), name="softmax_out")
+        tf.identity(fq(tf.nn.relu6(xq), min=0.0, max=6.0), name="relu6_out")
+        tf.identity(fq(tf.nn.relu(xq), min=0.0, max=relu_hi), name="relu_out")
+    return g.as_graph_def().SerializeToString()
+
+
+@pytest.mark.parametrize("lo, hi, relu_hi", [(-8.0, 8.0, 5.0), (-3.0, 1.5, 1.2), (-0.5, 12.0, 20.0)])
+def test_activations_equal_litert_on_every_int8_value(lo: float, hi: float, relu_hi: float) -> None:
+    tflite = convert(_activation_graph(lo, hi, relu_hi), input_ranges={"x": (lo, hi)},
+                     outputs=["sigmoid_out", "tanh_out", "softmax_out", "relu6_out", "relu_out"])
+    model = IntegerModel(tflite)
+    assert {op.builtin for op in model.model.operators} >= {"LOGISTIC", "TANH", "SOFTMAX", "RELU6", "RELU"}
+    rng = np.random.default_rng(5)
+    rows = [np.arange(-128, 128)] + [rng.permutation(256) - 128 for _ in range(3)]
+    rows += [rng.integers(-128, 128, 256) for _ in range(12)] + [np.full(256, 7), np.r_[np.full(255, -128), 127]]
+    for row in rows:
+        feeds = {"x": row.astype(np.int8).reshape(1, 256)}
+        ref = litert_tensors(tflite, feeds)
+        ours = model.run(feeds)
+        for name, value in ours.items():
+            np.testing.assert_array_equal(value, ref[name], err_msg=name)
