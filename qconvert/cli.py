@@ -240,6 +240,61 @@ def run(model: str, input_path: str, output: str | None, trace: bool, quantize_i
     _guard(work, debug)
 
 
+@cli.command()
+@click.argument("model", type=click.Path(path_type=str))
+@click.argument("tflite", type=click.Path(path_type=str))
+@click.option("--data", "data", required=True, type=click.Path(path_type=str), metavar="PATH",
+              help="Float samples: .npz (one array per input), .npy, or a directory (as --calibration-data).")
+@click.option("--samples", "samples", type=click.IntRange(min=1), metavar="N", help="Use N samples (default: all).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed for picking --samples.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON document instead of the table.")
+@click.option("--plot", "plot_path", type=click.Path(path_type=str), metavar="REPORT.png",
+              help="Write a PNG of the SNR per layer, worst layers in red (needs matplotlib).")
+@click.option("--fail-below-snr", "fail_below", type=float, metavar="DB",
+              help="Exit 1 when any layer's end-to-end SNR is below DB (a CI gate).")
+@click.option("--fake-quant", is_flag=True, help="Keep the .pb's FakeQuants in the float reference.")
+@click.option("--inputs", "inputs", multiple=True, metavar="NAME[,NAME]", help="As given to convert.")
+@click.option("--outputs", "outputs", multiple=True, metavar="NAME[,NAME]", help="As given to convert.")
+@click.option("--input-shapes", "shapes", multiple=True, metavar="NAME=D0,D1,...", help="As given to convert.")
+@click.option("--debug", is_flag=True, help="Show a traceback on errors.")
+def compare(model: str, tflite: str, data: str, samples: int | None, seed: int, as_json: bool,
+            plot_path: str | None, fail_below: float | None, fake_quant: bool, inputs: tuple[str, ...],
+            outputs: tuple[str, ...], shapes: tuple[str, ...], debug: bool) -> None:
+    """Per-layer error of MODEL.tflite against the float MODEL.pb on the same data.
+
+    For every tensor of the int8 model that the float graph has: SNR (dB), cosine
+    similarity, maximum absolute error, mean error in units of the tensor's scale,
+    and the SNR of the op alone (the float op on the int8 inputs it read), by
+    which the worst layers are ranked.
+    """
+    input_shapes = dict(_parse_shape(s) for s in shapes)
+
+    def work() -> None:
+        import json
+
+        from qconvert import compare as cmp
+
+        report = cmp.compare(model, tflite, data, samples=samples, seed=seed, fake_quant=fake_quant,
+                             inputs=_names(inputs), outputs=_names(outputs), input_shapes=input_shapes or None)
+        doc = report.as_dict()
+        if plot_path:
+            cmp.plot(report, plot_path)
+        click.echo(json.dumps(doc, indent=1) if as_json else cmp.render_text(report), nl=not as_json)
+        if plot_path and not as_json:
+            click.echo(f"wrote {plot_path}")
+        if fail_below is not None:
+            low = [r for r in doc["tensors"] if cmp._sort_key(r["snr_db"]) < fail_below]
+            if low:
+                worst = min(low, key=lambda r: cmp._sort_key(r["snr_db"]))
+                click.echo(f"qconvert: error: {len(low)} layer(s) below {fail_below:g} dB SNR; worst "
+                           f"'{worst['tensor']}' ({worst['op']}) at {worst['snr_db']:.1f} dB"
+                           if isinstance(worst["snr_db"], float) else
+                           f"qconvert: error: {len(low)} layer(s) below {fail_below:g} dB SNR", err=True)
+                sys.exit(1)
+
+    _guard(work, debug)
+
+
 def _io(graph, name: str) -> str:
     t = graph.tensors[name]
     q = t.quant

@@ -492,17 +492,23 @@ def _calibrate(tf: Any, seed: int, fn: Callable[[GraphBuilder], str]) -> dict[st
 
 
 def build_qat_graph(
-    name: str, seed: int, fn: Callable[[GraphBuilder], str]
+    name: str, seed: int, fn: Callable[[GraphBuilder], str],
+    override: dict[str, tuple[float, float]] | None = None,
 ) -> CorpusModel:
     """Build a QAT graph from a builder function: calibrate in float, then add FakeQuants.
 
     ``fn`` declares the graph through a GraphBuilder (inputs, layers, ``act`` for
     every activation FakeQuant, outputs) and returns a one-line description.
+    ``override`` replaces the calibrated range of some activation tags (a badly ranged model).
     Used for the corpus and for models/build_models.py.
     """
     import tensorflow as tf
 
     ranges = _calibrate(tf, seed, fn)
+    if override:
+        unknown = set(override) - set(ranges)
+        assert not unknown, f"no activation tags {sorted(unknown)}; known: {sorted(ranges)}"
+        ranges = {**ranges, **override}
     graph = tf.Graph()
     with graph.as_default():
         b = GraphBuilder(tf, seed, ranges)

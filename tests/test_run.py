@@ -332,3 +332,41 @@ def test_activations_equal_litert_on_every_int8_value(lo: float, hi: float, relu
         ours = model.run(feeds)
         for name, value in ours.items():
             np.testing.assert_array_equal(value, ref[name], err_msg=name)
+
+
+# ---------------------------------------------------------------------------
+# data-movement kernels no corpus model reaches, against TensorFlow's ops
+
+
+def _call(builtin: str, inputs: list, output_zp: int = 0, shape: tuple = ()) -> Any:
+    from qconvert.runtime.kernels import OpCall
+
+    return OpCall(index=0, builtin=builtin, name="y", options={}, inputs=inputs, input_zps=[0] * len(inputs),
+                  output_zp=output_zp, output_shape=shape, record=None)
+
+
+def test_space_to_batch_and_back_equal_tensorflow() -> None:
+    tf = pytest.importorskip("tensorflow", reason="TensorFlow's ops are the oracle")
+    from qconvert.runtime import kernels
+
+    rng = np.random.default_rng(8)
+    x = rng.integers(-128, 128, (2, 5, 7, 3)).astype(np.int8)
+    block, pads, zp = np.array([2, 3], np.int32), np.array([[1, 0], [2, 0]], np.int32), -7
+    ours = kernels.space_to_batch_nd(_call("SPACE_TO_BATCH_ND", [x, block, pads], output_zp=zp))
+    ref = tf.space_to_batch_nd(x.astype(np.int32) - zp, block, pads).numpy() + zp  # padded with the zero point
+    np.testing.assert_array_equal(ours, ref)
+    crops = np.array([[1, 0], [2, 0]], np.int32)
+    back = kernels.batch_to_space_nd(_call("BATCH_TO_SPACE_ND", [ours, block, crops]))
+    np.testing.assert_array_equal(back, tf.batch_to_space(ours, block, crops).numpy())
+    np.testing.assert_array_equal(back, x)
+
+
+def test_maximum_minimum_broadcast_equal_tensorflow() -> None:
+    tf = pytest.importorskip("tensorflow", reason="TensorFlow's ops are the oracle")
+    from qconvert.runtime import kernels
+
+    rng = np.random.default_rng(9)
+    a = rng.integers(-128, 128, (1, 4, 4, 3)).astype(np.int8)
+    b = rng.integers(-128, 128, (1, 1, 1, 3)).astype(np.int8)
+    np.testing.assert_array_equal(kernels.maximum(_call("MAXIMUM", [a, b])), tf.maximum(a, b).numpy())
+    np.testing.assert_array_equal(kernels.minimum(_call("MINIMUM", [a, b])), tf.minimum(a, b).numpy())

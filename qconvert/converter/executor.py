@@ -148,9 +148,11 @@ def _dequantize(graph: Graph, node: Node, x: np.ndarray) -> np.ndarray:
 
 
 def run(graph: Graph, feeds: Mapping[str, np.ndarray],
-        record: Callable[[str, np.ndarray], None] | None = None) -> dict[str, np.ndarray]:
+        record: Callable[[str, np.ndarray], None] | None = None,
+        fake_quant: bool = True) -> dict[str, np.ndarray]:
     """Run the graph on ``feeds`` (graph input name → [B, ...] float32); call ``record(name,
-    value)`` for every tensor computed; return the graph outputs."""
+    value)`` for every tensor computed; return the graph outputs. With ``fake_quant=False``
+    QUANTIZE and DEQUANTIZE pass values through: the float model without its FakeQuants."""
     values: dict[str, np.ndarray] = {}
     batch = None
     for name in graph.inputs:
@@ -174,7 +176,10 @@ def run(graph: Graph, feeds: Mapping[str, np.ndarray],
                 if data is None:
                     raise ConversionError(f"node '{node.name}' ({node.op}) reads '{i}', which has no value")
                 args.append(data)
-        y = _evaluate(graph, node, args, batch or 1)
+        if not fake_quant and node.op in ("QUANTIZE", "DEQUANTIZE"):
+            y = np.asarray(args[0], dtype=np.float32)
+        else:
+            y = _evaluate(graph, node, args, batch or 1)
         out = node.outputs[0]
         values[out] = y
         if record is not None and y.dtype == np.float32:

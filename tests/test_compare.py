@@ -1,0 +1,135 @@
+"""``qconvert compare``: per-layer error of the int8 model against the float graph.
+
+Oracles: TensorFlow running the float twin of a corpus model (same weights, no FakeQuant)
+for the reference values, LiteRT's reference kernels for the int8 outputs, and the SNR
+formula written out here. A deliberately badly ranged model must rank its bad layer worst.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+pytest.importorskip("tensorflow", reason="the models and the float oracle are built with TensorFlow")
+import corpus  # noqa: E402
+
+from qconvert.api import convert  # noqa: E402
+from qconvert.compare import compare  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+NAME = "small_classifier"
+
+
+def _files(tmp: Path, m: corpus.CorpusModel) -> tuple[Path, Path, Path]:
+    pb, tfl, data = tmp / f"{m.name}.pb", tmp / f"{m.name}.tflite", tmp / "x.npz"
+    pb.write_bytes(m.graph_def)
+    tfl.write_bytes(convert(m.graph_def, m.input_ranges, m.shapes, m.inputs, m.outputs))
+    x = np.random.default_rng(7).uniform(-1, 1, (32, *m.shapes["input"][1:])).astype(np.float32)
+    np.savez(data, input=x)
+    return pb, tfl, data
+
+
+@pytest.fixture(scope="module")
+def good(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    return _files(tmp_path_factory.mktemp("good"), corpus.build_model(NAME))
+
+
+@pytest.fixture(scope="module")
+def bad(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    seed, fn = corpus._BUILDERS[NAME]
+    ranges = corpus._calibrate(__import__("tensorflow"), seed, fn)
+    lo, hi = ranges["dw1"]
+    m = corpus.build_qat_graph("bad_dw1", seed, fn, override={"dw1": (lo, hi / 10)})  # clips most of dw1
+    return _files(tmp_path_factory.mktemp("bad"), m)
+
+
+def _snr(f: np.ndarray, q: np.ndarray) -> float:
+    f, q = f.astype(np.float64), q.astype(np.float64)
+    return 10 * math.log10(float((f * f).sum()) / float(((f - q) ** 2).sum()))
+
+
+def test_output_snr_matches_tensorflow_float_and_litert_int8(good: tuple[Path, Path, Path]) -> None:
+    import tensorflow as tf
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    pb, tfl, data = good
+    x = np.load(data)["input"]
+    twin = corpus.build_float_graph(NAME)  # same weights, no FakeQuant: TensorFlow's float answer
+    gd = tf.compat.v1.GraphDef.FromString(twin.graph_def)
+    with tf.Graph().as_default() as g:
+        tf.graph_util.import_graph_def(gd, name="")
+        with tf.compat.v1.Session(graph=g) as sess:
+            f = np.concatenate([sess.run("output:0", {"input:0": x[k:k + 1]}) for k in range(len(x))])
+    it = Interpreter(model_path=str(tfl), experimental_op_resolver_type=OpResolverType.BUILTIN_REF)
+    it.allocate_tensors()
+    i, o = it.get_input_details()[0], it.get_output_details()[0]
+    (s_in, z_in), (s_out, z_out) = i["quantization"], o["quantization"]
+    q = []
+    for k in range(len(x)):
+        v = x[k:k + 1] / np.float32(s_in)
+        it.set_tensor(i["index"], np.clip(np.where(v >= 0, np.floor(v + 0.5), np.ceil(v - 0.5)) + z_in,
+                                          -128, 127).astype(np.int8))
+        it.invoke()
+        q.append((it.get_tensor(o["index"]).astype(np.float64) - z_out) * s_out)
+    expected = _snr(f, np.concatenate(q))
+
+    report = compare(pb, tfl, data).as_dict()
+    out = [r for r in report["tensors"] if r["tensor"] == "output"]
+    assert len(out) == 1
+    # LiteRT's FULLY_CONNECTED may differ from the integer kernel by 1 LSB before the softmax
+    assert abs(out[0]["snr_db"] - expected) < 0.3, (out[0]["snr_db"], expected)
+    assert all(isinstance(r["snr_db"], float) and r["snr_db"] > 15 for r in report["tensors"]), report["tensors"]
+    assert all(0.97 < r["cosine"] <= 1.0 + 1e-12 for r in report["tensors"])
+    assert report["samples"] == 32 and not report["unmapped"]
+
+
+def test_the_badly_ranged_layer_ranks_worst(good: tuple[Path, Path, Path], bad: tuple[Path, Path, Path]) -> None:
+    g, b = compare(*good), compare(*bad)
+    worst = b.worst(1)[0]
+    assert worst.op == "DEPTHWISE_CONV_2D", [(r.op, r.local.snr_db()) for r in b.rows]
+    dw_good = next(r for r in g.rows if r.op == "DEPTHWISE_CONV_2D")
+    assert worst.local.snr_db() < dw_good.local.snr_db() - 10
+    assert g.worst(1)[0].op != "DEPTHWISE_CONV_2D"
+
+
+def qconvert(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "qconvert", *args], capture_output=True, text=True, cwd=ROOT)
+
+
+def test_cli_table_json_plot_and_gate(bad: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib", reason="--plot needs matplotlib")
+    pb, tfl, data = bad
+    png = tmp_path / "report.png"
+    r = qconvert("compare", str(pb), str(tfl), "--data", str(data), "--plot", str(png))
+    assert r.returncode == 0, r.stderr
+    assert "DEPTHWISE_CONV_2D" in r.stdout and "<< worst" in r.stdout and "worst layers" in r.stdout
+    head = png.read_bytes()[:8]
+    assert head == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+    r = qconvert("compare", str(pb), str(tfl), "--data", str(data), "--json", "--samples", "4")
+    doc = json.loads(r.stdout)
+    assert doc["samples"] == 4 and doc["worst"][0] == next(t["tensor"] for t in doc["tensors"]
+                                                            if t["op"] == "DEPTHWISE_CONV_2D")
+    assert {"snr_db", "cosine", "max_abs_error", "mean_error_lsb", "local_snr_db"} <= set(doc["tensors"][0])
+    r = qconvert("compare", str(pb), str(tfl), "--data", str(data), "--fail-below-snr", "12")
+    assert r.returncode == 1 and r.stderr.count("\n") == 1 and "below 12 dB" in r.stderr, r.stderr
+    r = qconvert("compare", str(pb), str(tfl), "--data", str(data), "--fail-below-snr", "-50")
+    assert r.returncode == 0, r.stderr
+
+
+def test_cli_errors(good: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    pb, tfl, data = good
+    np.savez(tmp_path / "wrong.npz", other=np.zeros((2, 3), np.float32), more=np.zeros(2, np.float32))
+    for args in (["compare", str(pb), str(tfl), "--data", str(tmp_path / "wrong.npz")],
+                 ["compare", str(tfl), str(tfl), "--data", str(data)],
+                 ["compare", str(pb), str(pb), "--data", str(data)]):
+        r = qconvert(*args)
+        assert r.returncode == 1 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr, (args, r.stderr)
+    assert qconvert("compare", str(pb), str(tfl)).returncode == 2
