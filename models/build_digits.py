@@ -80,7 +80,7 @@ def main() -> int:
     )
     frozen = convert_variables_to_constants_v2(fn)
     (HERE / "digits_qat.pb").write_bytes(frozen.graph.as_graph_def().SerializeToString(deterministic=True))
-    np.savez_compressed(HERE / "digits_test.npz", images=x_test, labels=y_test)
+    np.savez_compressed(HERE / "digits_test.npz", input=x_test, labels=y_test)  # "input": the model input's name
     info = {"qat_float_accuracy": qat_acc, "test_samples": int(len(y_test)), "input_range": [-1.0, 1.0],
             "seed": SEED, "built_with": {"tensorflow": tf.__version__, "tfmot": tfmot.__version__}}
     (HERE / "digits_qat.json").write_text(json.dumps(info, indent=2) + "\n")

@@ -42,7 +42,7 @@ def main(argv: list[str]) -> int:
         return 2
     data = np.load(HERE / "digits_test.npz")
     info = json.loads((HERE / "digits_qat.json").read_text())
-    acc = int8_accuracy(argv[0], data["images"], data["labels"])
+    acc = int8_accuracy(argv[0], data["input"], data["labels"])
     qat = info["qat_float_accuracy"]
     n = len(data["labels"])
     print(f"digits test set ({n} images): QAT model in TensorFlow {qat:.2%}, int8 model in LiteRT {acc:.2%} "

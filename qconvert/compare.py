@@ -135,6 +135,17 @@ def float_graph(pb: str | os.PathLike, inputs: Sequence[str] | None, outputs: Se
     raise AssertionError("the pipeline has no calibration point")  # pragma: no cover
 
 
+def _fake_quant_chain(graph: Graph, name: str) -> list[Any]:
+    """The QUANTIZE → DEQUANTIZE pair (a legalized FakeQuant) that alone reads ``name``, if any."""
+    readers = graph.consumers(name)
+    if len(readers) != 1 or readers[0].op != "QUANTIZE":
+        return []
+    after = graph.consumers(readers[0].outputs[0])
+    if len(after) != 1 or after[0].op != "DEQUANTIZE":
+        return []
+    return [readers[0], after[0]]
+
+
 def _float_name(graph: Graph, name: str) -> str:
     """The float tensor behind a chain of QUANTIZE / DEQUANTIZE nodes."""
     while True:
@@ -221,7 +232,13 @@ def compare(pb: str | os.PathLike, tflite: str | os.PathLike, data: str | os.Pat
             continue
         rows.append(Row(k, op.builtin, t.name, tuple(t.shape), float(t.scale[0]) if t.scale else 1.0,
                         int(t.zero_point[0]) if t.zero_point else 0))
-    wanted = set(mapping.values())
+    if fake_quant:  # compare with the FakeQuant's output, as the training graph computes it
+        chains = {t: _fake_quant_chain(graph, f) for t, f in mapping.items()}
+        reference = {t: chains[t][-1].outputs[0] if chains[t] else f for t, f in mapping.items()}
+    else:
+        chains = {}
+        reference = dict(mapping)
+    wanted = set(reference.values())
 
     tflite_of = {f: t for t, f in mapping.items()}  # float tensor -> .tflite tensor
     scales = {t.name: (float(t.scale[0]), int(t.zero_point[0]) if t.zero_point else 0)
@@ -240,12 +257,14 @@ def compare(pb: str | os.PathLike, tflite: str | os.PathLike, data: str | os.Pat
         deq = {name: (v.astype(np.float64) - scales[name][1]) * scales[name][0]
                for name, v in ints.items() if name in scales}
         for row in rows:
-            f = ref.get(mapping[row.tensor])
+            f = ref.get(reference[row.tensor])
             if f is None:
                 continue
             q = deq[row.tensor]
             row.e2e.add(f.reshape(q.shape), q)
             local = _float_op(graph, mapping[row.tensor], tflite_of, deq)
+            for node in chains.get(row.tensor, []) if local is not None else []:
+                local = np.asarray(executor._evaluate(graph, node, [local.astype(np.float32)], 1), np.float64)
             if local is not None:
                 row.local.add(local.reshape(q.shape), q)
     return Report(str(pb), str(tflite), n, fake_quant, rows, unmapped)

@@ -182,7 +182,8 @@ def _loaded(modules: set[str], prefixes: tuple[str, ...]) -> list[str]:
     return sorted(m for m in modules if any(m == p or m.startswith(p + ".") for p in prefixes))
 
 
-@pytest.mark.parametrize("args", [["--help"], ["dump", "--help"], ["batch", "--help"], ["convert", "--help"]])
+@pytest.mark.parametrize("args", [["--help"], ["dump", "--help"], ["batch", "--help"], ["convert", "--help"],
+                                  ["run", "--help"], ["compare", "--help"]])
 def test_help_imports_no_numpy_and_no_converter(args: list[str]) -> None:
     modules = _modules_after(args)
     assert _loaded(modules, ("numpy", "google.protobuf", "ai_edge_litert", "flatbuffers", "tensorflow",
@@ -201,3 +202,18 @@ def test_convert_imports_no_tensorflow_and_no_dump(tmp_path: Path) -> None:
     modules = _modules_after([str(EXAMPLE), "--inputs-range", "input=-1,1", "-o", str(tmp_path / "m.tflite")])
     assert "qconvert.converter.pipeline" in modules
     assert _loaded(modules, ("tensorflow", "tf_keras", "qconvert.dump", "qconvert.batch")) == []
+
+
+def test_run_and_compare_import_no_tensorflow_and_no_stages(tmp_path: Path) -> None:
+    import numpy as np
+
+    out = tmp_path / "m.tflite"
+    assert main([str(EXAMPLE), "--inputs-range", "input=-1,1", "-o", str(out)]) == 0
+    np.save(tmp_path / "x.npy", np.zeros((1, 28, 28, 1), np.int8))
+    modules = _modules_after(["run", str(out), "--input", str(tmp_path / "x.npy")])
+    assert "qconvert.runtime.kernels" in modules
+    assert _loaded(modules, _STAGES + ("google.protobuf", "tensorflow", "matplotlib", "qconvert.batch")) == []
+    np.save(tmp_path / "f.npy", np.zeros((2, 28, 28, 1), np.float32))
+    modules = _modules_after(["compare", str(EXAMPLE), str(out), "--data", str(tmp_path / "f.npy")])
+    assert "qconvert.compare" in modules
+    assert _loaded(modules, ("tensorflow", "tf_keras", "matplotlib", "qconvert.batch")) == []

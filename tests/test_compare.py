@@ -133,3 +133,15 @@ def test_cli_errors(good: tuple[Path, Path, Path], tmp_path: Path) -> None:
         r = qconvert(*args)
         assert r.returncode == 1 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr, (args, r.stderr)
     assert qconvert("compare", str(pb), str(tfl)).returncode == 2
+
+
+def test_fake_quant_reference_measures_the_conversion_alone(good: tuple[Path, Path, Path]) -> None:
+    """Against the training graph (FakeQuants kept) the int8 convolutions are off by at most
+    2 LSB (accumulation order and rounding), far closer than against the pure float graph."""
+    fq = {r["tensor"]: r for r in compare(*good, fake_quant=True).as_dict()["tensors"]}
+    pure = {r["tensor"]: r for r in compare(*good).as_dict()["tensors"]}
+    convs = [t for t, r in fq.items() if r["op"] in ("CONV_2D", "DEPTHWISE_CONV_2D")]
+    assert len(convs) == 3
+    for t in convs:
+        assert fq[t]["max_error_lsb"] <= 2.0 + 1e-6 and fq[t]["mean_abs_error_lsb"] < 0.05, fq[t]
+        assert fq[t]["snr_db"] > pure[t]["snr_db"] + 5, (fq[t]["snr_db"], pure[t]["snr_db"])

@@ -30,7 +30,7 @@ def test_digits_int8_accuracy_within_one_point(tmp_path: Path) -> None:
     out.write_bytes(convert(ROOT / "models" / "digits_qat.pb"))
     data = np.load(ROOT / "models" / "digits_test.npz")
     qat = json.loads((ROOT / "models" / "digits_qat.json").read_text())["qat_float_accuracy"]
-    acc = int8_accuracy(out, data["images"], data["labels"])
+    acc = int8_accuracy(out, data["input"], data["labels"])
     assert qat > 0.9, "the demo model should be a real classifier"
     assert abs(acc - qat) <= 0.01, f"int8 {acc:.4f} vs QAT {qat:.4f}"
 

@@ -2,8 +2,9 @@
 
 Inputs: a ``.npz`` with one array per model input (named like the input; with one input
 the name may differ), or a ``.npy`` for a one-input model. An array shaped like the input
-is one sample; one with an extra leading axis ``[N, *input shape]`` is N samples, run one
-after another, and every output gets that leading axis too.
+is one sample; one with an extra leading axis ``[N, *input shape]`` — or, for a batch-1
+input, N on the batch axis — is N samples, run one after another, and every output gets
+that leading axis too.
 """
 
 from __future__ import annotations
@@ -62,9 +63,12 @@ def read_inputs(path: str | os.PathLike, model: IntegerModel) -> tuple[dict[str,
         elif a.shape[1:] == shape:
             out[d["name"]] = a
             counts.add(len(a))
+        elif shape and shape[0] == 1 and a.ndim == len(shape) and a.shape[1:] == shape[1:]:
+            out[d["name"]] = a[:, None]  # samples on the batch axis, as for --calibration-data
+            counts.add(len(a))
         else:
             raise RunError(f"{path}: array '{d['name']}' is {list(a.shape)}; the input is {list(shape)} "
-                           f"(or [N, {', '.join(map(str, shape))}] for N samples)")
+                           f"(or [N, {', '.join(map(str, shape[1:]))}] for N samples)")
     if len(counts) != 1:
         raise RunError(f"{path}: the arrays hold different numbers of samples")
     return out, counts.pop()
