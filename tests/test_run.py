@@ -370,3 +370,23 @@ def test_maximum_minimum_broadcast_equal_tensorflow() -> None:
     b = rng.integers(-128, 128, (1, 1, 1, 3)).astype(np.int8)
     np.testing.assert_array_equal(kernels.maximum(_call("MAXIMUM", [a, b])), tf.maximum(a, b).numpy())
     np.testing.assert_array_equal(kernels.minimum(_call("MINIMUM", [a, b])), tf.minimum(a, b).numpy())
+
+
+def test_damaged_files_fail_with_one_line_not_a_crash(example: bytes) -> None:
+    """500 mutated copies of a model (bit flips, truncations, splices: bench/fuzz.py): each one
+    runs or is refused with a RunError naming the problem — never another exception."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import fuzz
+
+    from qconvert.converter.ir import ConversionError
+
+    x = {"input": np.random.default_rng(11).integers(-128, 128, (1, 8, 8, 1)).astype(np.int8)}
+    outcomes = {"ran": 0, "refused": 0}
+    for label, data in fuzz.mutations(example, 6000, 3):
+        try:
+            IntegerModel(data).run(x)
+            outcomes["ran"] += 1
+        except ConversionError as exc:
+            assert "\n" not in str(exc), (label, str(exc))
+            outcomes["refused"] += 1
+    assert outcomes["refused"] > 50 and outcomes["ran"] > 50, outcomes

@@ -25,6 +25,15 @@ class RunError(ConversionError):
     """Bad model or bad feeds: one line for the user."""
 
 
+MAX_ELEMENTS = 1 << 28  # per tensor: a damaged shape is refused, not allocated
+
+
+def _show(name: str) -> str:
+    """A tensor name fit for a one-line message (a damaged file may hold any bytes)."""
+    text = "".join(c if c.isprintable() else "?" for c in str(name))
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
 def _round_half_away(x: np.ndarray) -> np.ndarray:
     return np.where(x >= 0, np.floor(x + 0.5), np.ceil(x - 0.5))
 
@@ -54,16 +63,40 @@ class IntegerModel:
             if r.op_index >= len(ops) or ops[r.op_index].builtin != r.builtin:
                 raise RunError(f"{METADATA_NAME} record for operator {r.op_index} ({r.builtin}) does not match "
                                "the model's operators")
+        self.tensors = self.model.tensors
         for i, op in enumerate(ops):
+            if not op.outputs or any(not -1 <= t < len(self.tensors) for t in op.inputs + op.outputs):
+                raise RunError(f"operator {i} ({op.builtin}) names a tensor the model does not have")
             if op.builtin not in KERNELS and op.builtin not in ("QUANTIZE", "DEQUANTIZE"):
                 raise RunError(f"operator {i} ({op.builtin} '{self._name(op)}') has no integer kernel; "
                                f"`qconvert run` supports {', '.join(sorted(KERNELS))}, QUANTIZE, DEQUANTIZE")
-        self.tensors = self.model.tensors
+            self._check_types(i, op)
+        for t in self.tensors:
+            if t.dtype == "int8" and any(not -128 <= z <= 127 for z in t.zero_point):
+                raise RunError(f"int8 tensor '{_show(t.name)}' has a zero point outside [-128, 127]")
+            if any(d < 0 for d in t.shape) or int(np.prod(t.shape, dtype=np.float64)) > MAX_ELEMENTS:
+                raise RunError(f"tensor '{_show(t.name)}' has shape {list(t.shape)}; `qconvert run` needs "
+                               f"static shapes of at most {MAX_ELEMENTS} elements")
         self.input_names = [self.tensors[i].name for i in self.model.inputs]
         self.output_names = [self.tensors[i].name for i in self.model.outputs]
 
+    def _check_types(self, k: int, op: Any) -> None:
+        """int8 activations (int32 only for biases, shapes and axes); float only at the boundary."""
+        acts = [t for t in op.inputs + op.outputs if t >= 0 and self.tensors[t].data is None]
+        kinds = {self.tensors[t].dtype for t in acts}
+        boundary = (op.builtin == "QUANTIZE" and kinds <= {"float32", "int8"}) or (
+            op.builtin == "DEQUANTIZE" and kinds <= {"float32", "int8"})
+        if kinds != {"int8"} and not boundary:
+            odd = next(t for t in acts if self.tensors[t].dtype != "int8")
+            raise RunError(f"operator {k} ({op.builtin} '{self._name(op)}') has a {self.tensors[odd].dtype} "
+                           f"tensor '{_show(self.tensors[odd].name)}'; `qconvert run` executes fully-int8 models "
+                           "(float only at the model's inputs and outputs)")
+        for t in acts:
+            if self.tensors[t].dtype == "int8" and not self.tensors[t].zero_point:
+                raise RunError(f"int8 tensor '{_show(self.tensors[t].name)}' has no zero point")
+
     def _name(self, op: Any) -> str:
-        return self.tensors[op.outputs[0]].name if op.outputs else "?"
+        return _show(self.tensors[op.outputs[0]].name) if op.outputs else "?"
 
     def input_details(self) -> list[dict[str, Any]]:
         return [{"name": self.tensors[i].name, "dtype": self.tensors[i].dtype, "shape": self.tensors[i].shape}
@@ -77,7 +110,7 @@ class IntegerModel:
         t = self.tensors[index]
         value = np.asarray(value)
         if tuple(value.shape) != tuple(t.shape):
-            raise RunError(f"input '{t.name}' is {list(value.shape)}, the model wants {list(t.shape)}")
+            raise RunError(f"input '{_show(t.name)}' is {list(value.shape)}, the model wants {list(t.shape)}")
         if value.dtype == np.dtype(t.dtype):
             return value
         if value.dtype.kind == "f" and t.dtype == "int8" and quantize_inputs:
@@ -85,7 +118,7 @@ class IntegerModel:
             return np.clip(q, -128, 127).astype(np.int8)
         hint = " (pass --quantize-inputs to quantize float data with the input's scale)" if (
             value.dtype.kind == "f" and t.dtype == "int8") else ""
-        raise RunError(f"input '{t.name}' is {value.dtype}, the model wants {t.dtype}{hint}")
+        raise RunError(f"input '{_show(t.name)}' is {value.dtype}, the model wants {t.dtype}{hint}")
 
     def run(self, feeds: Mapping[str, np.ndarray], trace: bool = False,
             quantize_inputs: bool = False) -> Any:
@@ -124,12 +157,20 @@ class IntegerModel:
             return values[index]
         array = self.tensors[index].array()
         if array is None:
-            raise RunError(f"tensor '{self.tensors[index].name}' is read before it is computed")
+            raise RunError(f"tensor '{_show(self.tensors[index].name)}' is read before it is computed")
         return array
 
     def _execute(self, k: int, op: Any, values: dict[int, np.ndarray]) -> np.ndarray:
-        inputs = [self._value(i, values) for i in op.inputs]
         out = self.tensors[op.outputs[0]]
+        where = f"operator {k} ({op.builtin} '{_show(out.name)}')"
+        try:
+            inputs = [self._value(i, values) for i in op.inputs]
+        except (ValueError, TypeError) as exc:  # a constant whose bytes do not fit its shape or type
+            raise RunError(f"{where}: an input cannot be read: {exc}") from None
+        for i, v in zip(op.inputs, inputs):
+            if v is not None and self.tensors[i].data is not None and v.dtype.name not in ("int8", "int32", "int64"):
+                raise RunError(f"{where}: constant '{_show(self.tensors[i].name)}' is {v.dtype.name}; an int8 "
+                               "model's constants are int8 weights, int32 biases and int32/int64 shapes")
         if op.builtin == "QUANTIZE" and inputs[0].dtype == np.float32:  # float boundary
             q = _round_half_away(inputs[0] / np.float32(out.scale[0])) + self._zp(op.outputs[0])
             return np.clip(q, -128, 127).astype(np.int8)
@@ -139,11 +180,17 @@ class IntegerModel:
                     * np.float32(src.scale[0])).astype(np.float32)
         kernel = KERNELS["QUANTIZE_INT8"] if op.builtin == "QUANTIZE" else KERNELS[op.builtin]
         call = OpCall(
-            index=k, builtin=op.builtin, name=out.name, options=op.options, inputs=inputs,
+            index=k, builtin=op.builtin, name=_show(out.name), options=op.options, inputs=inputs,
             input_zps=[self._zp(i) if i >= 0 else 0 for i in op.inputs], output_zp=self._zp(op.outputs[0]),
             output_shape=tuple(out.shape), record=self.records.get(k),
         )
         try:
-            return kernel(call)
+            y = kernel(call)
         except KernelError as exc:
             raise RunError(str(exc)) from None
+        except (ValueError, IndexError, TypeError, KeyError, MemoryError, ArithmeticError) as exc:  # a damaged file
+            raise RunError(f"{where} cannot run: {type(exc).__name__}: "
+                           f"{_show(str(exc).splitlines()[0]) if str(exc) else ''}") from None
+        if tuple(y.shape) != tuple(out.shape):
+            raise RunError(f"{where} computes shape {list(y.shape)}, the file declares {list(out.shape)}")
+        return y

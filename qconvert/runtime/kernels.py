@@ -85,6 +85,9 @@ def _windows(x: np.ndarray, kh: int, kw: int, options: dict[str, Any], fill: int
     ow, left = _window(w, kw, sw, dw, padding)
     need_h = (oh - 1) * sh + (kh - 1) * dh + 1
     need_w = (ow - 1) * sw + (kw - 1) * dw + 1
+    if min(sh, sw, dh, dw, kh, kw, oh, ow) < 1 or n * max(need_h, h + top) * max(need_w, w + left) * c > 1 << 28:
+        raise KernelError(f"window {kh}x{kw}, stride {sh}x{sw}, dilation {dh}x{dw} on input {list(x.shape)} "
+                          "is out of range")
     padded = np.full((n, max(need_h, h + top), max(need_w, w + left), c), fill, dtype=x.dtype)
     padded[:, top:top + h, left:left + w, :] = x
     s = padded.strides

@@ -189,8 +189,9 @@ def _convert(model: Any, data: bytes) -> ModelInfo:
         tensors = []
         for t in sg.tensors or []:
             q = t.quantization
-            scale = () if q is None or q.scale is None else tuple(np.asarray(q.scale, np.float64).tolist())
-            zp = () if q is None or q.zeroPoint is None else tuple(np.asarray(q.zeroPoint, np.int64).tolist())
+            with np.errstate(invalid="ignore", over="ignore"):  # a damaged file's values are shown as they are
+                scale = () if q is None or q.scale is None else tuple(np.asarray(q.scale, np.float64).tolist())
+                zp = () if q is None or q.zeroPoint is None else tuple(np.asarray(q.zeroPoint, np.int64).tolist())
             tensors.append(
                 TensorInfo(
                     name=_text(t.name),
