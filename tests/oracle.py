@@ -144,6 +144,17 @@ def _model_t(tflite: bytes) -> Any:
     return schema.ModelT.InitFromPackedBuf(bytearray(tflite), 0)
 
 
+def repack(tflite: bytes, edit: Any) -> bytes:
+    """The model with ``edit(ModelT)`` applied, packed again (for tests that damage a file)."""
+    import flatbuffers
+
+    m = _model_t(tflite)
+    edit(m)
+    b = flatbuffers.Builder(1024)
+    b.Finish(m.Pack(b), file_identifier=b"TFL3")
+    return bytes(b.Output())
+
+
 def op_names(tflite: bytes) -> list[str]:
     """Builtin op names in execution order (first subgraph)."""
     from ai_edge_litert import schema_py_generated as schema

@@ -106,17 +106,6 @@ def test_tensorflow_output_is_fully_int8(name: str, tf_models: dict[str, bytes])
     oracle.compare_models(flat, flat, n_inputs=2)  # runs, and agrees with itself
 
 
-def _repack(tflite: bytes, edit: Callable[[Any], None]) -> bytes:
-    import flatbuffers
-    from ai_edge_litert import schema_py_generated as schema
-
-    m = schema.ModelT.InitFromPackedBuf(bytearray(tflite), 0)
-    edit(m)
-    b = flatbuffers.Builder(1024)
-    b.Finish(m.Pack(b), file_identifier=b"TFL3")
-    return bytes(b.Output())
-
-
 def test_compare_models_catches_a_changed_weight(tf_models: dict[str, bytes]) -> None:
     flat = tf_models["conv_relu_perchannel"]
 
@@ -129,7 +118,7 @@ def test_compare_models_catches_a_changed_weight(tf_models: dict[str, bytes]) ->
         buf.data = w.view(np.uint8)
 
     with pytest.raises(AssertionError, match=r"output 'output': \d+/\d+ elements differ, max \d+ LSB"):
-        oracle.compare_models(_repack(flat, bump_weights), flat, n_inputs=2)
+        oracle.compare_models(oracle.repack(flat, bump_weights), flat, n_inputs=2)
 
 
 def test_compare_models_catches_changed_output_params(tf_models: dict[str, bytes]) -> None:
@@ -140,7 +129,7 @@ def test_compare_models_catches_changed_output_params(tf_models: dict[str, bytes
         sg.tensors[sg.outputs[0]].quantization.zeroPoint[0] += 1
 
     with pytest.raises(AssertionError, match=r"output 'output' quant"):
-        oracle.compare_models(_repack(flat, shift_zero_point), flat, n_inputs=1)
+        oracle.compare_models(oracle.repack(flat, shift_zero_point), flat, n_inputs=1)
 
 
 # ---------------------------------------------------------------------------

@@ -9,7 +9,6 @@ in LiteRT (the oracle here is the held-out labels), and must match TensorFlow's 
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 

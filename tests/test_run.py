@@ -22,11 +22,12 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import corpus  # noqa: E402
+import oracle  # noqa: E402
 
 pytest.importorskip("ai_edge_litert", reason="ai-edge-litert's interpreter is the oracle")
 
 from qconvert.api import convert  # noqa: E402
-from qconvert.runtime.interpreter import IntegerModel, RunError  # noqa: E402
+from qconvert.runtime.interpreter import IntegerModel  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 N_INPUTS = 32
@@ -152,17 +153,6 @@ def test_example_model_every_tensor_equals_litert() -> None:
 # the metadata, not the float scales, drives the arithmetic
 
 
-def _repack(tflite: bytes, edit: Callable[[Any], None]) -> bytes:
-    import flatbuffers
-    from ai_edge_litert import schema_py_generated as schema
-
-    m = schema.ModelT.InitFromPackedBuf(bytearray(tflite), 0)
-    edit(m)
-    b = flatbuffers.Builder(1024)
-    b.Finish(m.Pack(b), file_identifier=b"TFL3")
-    return bytes(b.Output())
-
-
 @pytest.fixture(scope="module")
 def example() -> bytes:
     return convert(ROOT / "models" / "digits_qat.pb", input_ranges={"input": (-1.0, 1.0)})
@@ -180,7 +170,7 @@ def test_float_scales_are_not_read(example: bytes) -> None:
             if k not in fixed and q is not None and q.scale is not None:
                 q.scale = [float(s) * 3.0 for s in q.scale]
 
-    tampered = _repack(example, triple_scales)
+    tampered = oracle.repack(example, triple_scales)
     rng = np.random.default_rng(1)
     model = IntegerModel(example)
     feeds = random_feeds(model, rng)
@@ -207,7 +197,7 @@ def _corrupt_first_multiplier(tflite: bytes, op_index: int, delta: int) -> bytes
                 rec.pairs[0] = (mult + delta, shift)
                 buf.data = np.frombuffer(encode(recs), dtype=np.uint8)
 
-    return _repack(tflite, edit)
+    return oracle.repack(tflite, edit)
 
 
 def test_a_corrupted_multiplier_changes_the_result_and_dump_flags_it(example: bytes, tmp_path: Path) -> None:
@@ -282,7 +272,7 @@ def test_run_errors_are_one_line(example: bytes, tmp_path: Path) -> None:
     model_path.write_bytes(example)
     np.save(tmp_path / "x.npy", np.zeros((1, 8, 8, 1), np.int8))
     tf_file = tmp_path / "tf.tflite"  # a file without qconvert's metadata
-    tf_file.write_bytes(_repack(example, lambda m: setattr(m, "metadata", [])))
+    tf_file.write_bytes(oracle.repack(example, lambda m: setattr(m, "metadata", [])))
     cases = {
         "no metadata": ["run", str(tf_file), "--input", str(tmp_path / "x.npy")],
         "missing input file": ["run", str(model_path), "--input", str(tmp_path / "nope.npz")],

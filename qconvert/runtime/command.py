@@ -13,7 +13,6 @@ import io
 import os
 import zipfile
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
