@@ -126,6 +126,24 @@ def test_edge_case_variants_every_tensor_equals_litert(name: str) -> None:
     print(name, assert_matches_litert(convert_corpus_model(m)))
 
 
+PTQ_MODELS = ["conv_relu_perchannel", "classifier_cli_input", "depthwise", "residual", "two_inputs_arith",
+              "concat_branches", "pad_squeeze_reshape", "sigmoid_tanh_two_outputs", "small_classifier",
+              "mean_keepdims_mul", "requantize"]
+
+
+@pytest.mark.parametrize("name", PTQ_MODELS)
+def test_calibrated_float_twins_every_tensor_equals_litert(name: str) -> None:
+    """Post-training calibrated models (per-channel FULLY_CONNECTED, calibrated scales)."""
+    pytest.importorskip("tensorflow", reason="the float twins are built with TensorFlow")
+    from qconvert.api import convert_graph
+
+    m = corpus.build_float_graph(name)
+    rng = np.random.default_rng(0)
+    samples = {k: rng.uniform(*m.input_ranges[k], size=[16, *m.shapes[k][1:]]).astype(np.float32) for k in m.inputs}
+    tflite = convert_graph(m.graph_def, inputs=m.inputs, outputs=m.outputs, calibration_data=samples).model
+    print(name, assert_matches_litert(tflite))
+
+
 @pytest.fixture(scope="module")
 def tfmot():  # type: ignore[no-untyped-def]
     pytest.importorskip("tensorflow", reason="the tfmot corpus is built with TensorFlow")
