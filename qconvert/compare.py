@@ -264,7 +264,7 @@ def compare(pb: str | os.PathLike, tflite: str | os.PathLike, data: str | os.Pat
             row.e2e.add(f.reshape(q.shape), q)
             local = _float_op(graph, mapping[row.tensor], tflite_of, deq)
             for node in chains.get(row.tensor, []) if local is not None else []:
-                local = np.asarray(executor._evaluate(graph, node, [local.astype(np.float32)], 1), np.float64)
+                local = np.asarray(executor.evaluate(graph, node, [local.astype(np.float32)], 1), np.float64)
             if local is not None:
                 row.local.add(local.reshape(q.shape), q)
     return Report(str(pb), str(tflite), n, fake_quant, rows, unmapped)
@@ -293,7 +293,7 @@ def _float_op(graph: Graph, name: str, tflite_of: Mapping[str, str],
         else:
             return None
     try:
-        return np.asarray(executor._evaluate(graph, node, args, 1), dtype=np.float64)
+        return np.asarray(executor.evaluate(graph, node, args, 1), dtype=np.float64)
     except ConversionError:
         return None
 

@@ -179,7 +179,7 @@ def run(graph: Graph, feeds: Mapping[str, np.ndarray],
         if not fake_quant and node.op in ("QUANTIZE", "DEQUANTIZE"):
             y = np.asarray(args[0], dtype=np.float32)
         else:
-            y = _evaluate(graph, node, args, batch or 1)
+            y = evaluate(graph, node, args, batch or 1)
         out = node.outputs[0]
         values[out] = y
         if record is not None and y.dtype == np.float32:
@@ -192,7 +192,8 @@ def run(graph: Graph, feeds: Mapping[str, np.ndarray],
     return {name: values[name] for name in graph.outputs}
 
 
-def _evaluate(graph: Graph, node: Node, args: list, batch: int) -> np.ndarray:  # type: ignore[type-arg]
+def evaluate(graph: Graph, node: Node, args: list, batch: int) -> np.ndarray:  # type: ignore[type-arg]
+    """One node on its argument values (``None`` for an absent optional input)."""
     op = node.op
     kernel = _KERNELS.get(op)
     if kernel is not None:

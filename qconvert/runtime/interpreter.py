@@ -34,8 +34,13 @@ def _show(name: str) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _round_half_away(x: np.ndarray) -> np.ndarray:
-    return np.where(x >= 0, np.floor(x + 0.5), np.ceil(x - 0.5))
+def _quantize(x: np.ndarray, scale: float, zero_point: int) -> np.ndarray:
+    """The float boundary (reference AffineQuantize): ``round(x / scale)`` in float32, ties
+    away from zero, plus the zero point, clamped to int8."""
+    from qconvert.converter.quant_math import round_half_away_array
+
+    q = round_half_away_array((np.asarray(x, np.float32) / np.float32(scale)).astype(np.float32))
+    return np.clip(q.astype(np.int64) + int(zero_point), -128, 127).astype(np.int8)
 
 
 class IntegerModel:
@@ -114,8 +119,7 @@ class IntegerModel:
         if value.dtype == np.dtype(t.dtype):
             return value
         if value.dtype.kind == "f" and t.dtype == "int8" and quantize_inputs:
-            q = _round_half_away(value.astype(np.float32) / np.float32(t.scale[0])) + self._zp(index)
-            return np.clip(q, -128, 127).astype(np.int8)
+            return _quantize(value, t.scale[0], self._zp(index))
         hint = " (pass --quantize-inputs to quantize float data with the input's scale)" if (
             value.dtype.kind == "f" and t.dtype == "int8") else ""
         raise RunError(f"input '{_show(t.name)}' is {value.dtype}, the model wants {t.dtype}{hint}")
@@ -172,8 +176,7 @@ class IntegerModel:
                 raise RunError(f"{where}: constant '{_show(self.tensors[i].name)}' is {v.dtype.name}; an int8 "
                                "model's constants are int8 weights, int32 biases and int32/int64 shapes")
         if op.builtin == "QUANTIZE" and inputs[0].dtype == np.float32:  # float boundary
-            q = _round_half_away(inputs[0] / np.float32(out.scale[0])) + self._zp(op.outputs[0])
-            return np.clip(q, -128, 127).astype(np.int8)
+            return _quantize(inputs[0], out.scale[0], self._zp(op.outputs[0]))
         if op.builtin == "DEQUANTIZE":  # float boundary
             src = self.tensors[op.inputs[0]]
             return ((inputs[0].astype(np.int32) - self._zp(op.inputs[0])).astype(np.float32)
