@@ -115,15 +115,15 @@ def _sort_key(v: float | str | None) -> float:
 # the float side
 
 
-def float_graph(pb: str | os.PathLike, inputs: Sequence[str] | None, outputs: Sequence[str] | None,
+def float_graph(nodes: Sequence[Any], inputs: Sequence[str] | None, outputs: Sequence[str] | None,
                 input_shapes: Mapping[str, Sequence[int]] | None) -> Graph:
-    """The .pb taken through qconvert's passes up to (not including) quantization parameters."""
-    from qconvert.converter.graphdef import read_graphdef
+    """A GraphDef's nodes taken through qconvert's passes up to (not including) quantization
+    parameters: the float model whose tensors the int8 model quantizes."""
     from qconvert.converter.importer import import_graph
     from qconvert.converter.pipeline import Options, stages
     from qconvert.prepare.calibrate import Calibration
 
-    graph = import_graph(read_graphdef(pb), inputs, outputs, input_shapes)
+    graph = import_graph(nodes, inputs, outputs, input_shapes)
     graph.input_names = list(graph.inputs)
     options = Options(input_shapes=dict(input_shapes or {}), inputs=inputs, outputs=outputs,
                       calibration=Calibration())
@@ -188,18 +188,17 @@ def compare(pb: str | os.PathLike, tflite: str | os.PathLike, data: str | os.Pat
     from qconvert.converter import executor
     from qconvert.runtime.command import read_model
 
+    from qconvert.converter.graphdef import read_graphdef
+
     model = read_model(tflite)
     tensors = model.tensors
-    pb_nodes = None
-    if inputs is None or outputs is None:  # default to the .tflite's names when the .pb has them
-        from qconvert.converter.graphdef import read_graphdef
-
-        pb_nodes = {n.name for n in read_graphdef(pb)}
-        if inputs is None and all(n in pb_nodes for n in model.input_names):
-            inputs = list(model.input_names)
-        if outputs is None and all(n in pb_nodes for n in model.output_names):
-            outputs = list(model.output_names)
-    graph = float_graph(pb, inputs, outputs, input_shapes)
+    nodes = read_graphdef(pb)
+    names = {n.name for n in nodes}
+    if inputs is None and all(n in names for n in model.input_names):  # the .tflite's names, when the .pb
+        inputs = list(model.input_names)                                # has them (qconvert keeps them)
+    if outputs is None and all(n in names for n in model.output_names):
+        outputs = list(model.output_names)
+    graph = float_graph(nodes, inputs, outputs, input_shapes)
     if len(graph.inputs) != len(model.input_names) or len(graph.outputs) != len(model.output_names):
         raise ConversionError(
             f"the .pb has {len(graph.inputs)} input(s) and {len(graph.outputs)} output(s), the .tflite "
