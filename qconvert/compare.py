@@ -173,6 +173,15 @@ class Report:
         k = max(1, min(5, len(self.rows) // 8)) if k is None else k
         return sorted(scored, key=lambda r: _sort_key(_finite(r.local.snr_db())))[:k]
 
+    def gate(self, min_snr_db: float) -> str | None:
+        """None when every layer's end-to-end SNR is at least ``min_snr_db``; else one line."""
+        low = [r for r in self.rows if r.e2e.snr_db() < min_snr_db]
+        if not low:
+            return None
+        worst = min(low, key=lambda r: r.e2e.snr_db())
+        return (f"{len(low)} layer(s) below {min_snr_db:g} dB SNR; worst '{worst.tensor}' ({worst.op}) at "
+                f"{worst.e2e.snr_db():.1f} dB")
+
     def as_dict(self) -> dict[str, Any]:
         rows = [r.as_dict() for r in self.rows]
         return {"pb": self.pb, "tflite": self.tflite, "samples": self.samples, "fake_quant": self.fake_quant,
