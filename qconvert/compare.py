@@ -7,7 +7,9 @@ Both models run on the same float samples:
   FakeQuants passed through (``--fake-quant`` keeps them), so the reference is the model
   as it would compute in float;
 * the int8 model: ``qconvert run``'s integer executor (float inputs quantized at the
-  boundary); each int8 tensor is dequantized with its scale and zero point.
+  boundary) — or, for a file it does not take (TensorFlow's own, or one with float ops
+  left in), LiteRT's built-in kernels with every tensor kept; each int8 tensor is
+  dequantized with its scale and zero point.
 
 Tensors are mapped by name (qconvert names each op output after the float op it comes
 from); model inputs and outputs by position. Per mapped tensor:
@@ -156,6 +158,72 @@ def _float_name(graph: Graph, name: str) -> str:
 
 
 # ---------------------------------------------------------------------------
+# the int8 side
+
+
+class _LiteRTModel:
+    """A .tflite that ``qconvert run`` does not take (no qconvert metadata, e.g. TensorFlow's
+    own file, or float ops left in): LiteRT's built-in kernels (no delegate), every tensor kept."""
+
+    engine = "LiteRT built-in kernels"
+
+    def __init__(self, data: bytes) -> None:
+        from qconvert.runtime.interpreter import RunError
+        from qconvert.schema.reader import read_model
+
+        try:
+            self.model = read_model(data)
+        except ValueError as exc:
+            raise RunError(str(exc)) from None
+        from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+        try:
+            self._it = Interpreter(model_content=bytes(data), experimental_preserve_all_tensors=True,
+                                   experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+            self._it.allocate_tensors()
+        except (RuntimeError, ValueError) as exc:
+            raise RunError(f"LiteRT cannot load the .tflite: {str(exc).splitlines()[0]}") from None
+        self.tensors = self.model.tensors
+        self.input_names = [self.tensors[i].name for i in self.model.inputs]
+        self.output_names = [self.tensors[i].name for i in self.model.outputs]
+
+    def run(self, feeds: Mapping[str, np.ndarray], trace: bool, quantize_inputs: bool) -> Any:
+        from qconvert.runtime.interpreter import _quantize
+
+        for i, name in zip(self.model.inputs, self.input_names):
+            t, x = self.tensors[i], np.asarray(feeds[name])
+            if t.dtype == "int8" and x.dtype.kind == "f":
+                x = _quantize(x, t.scale[0], t.zero_point[0] if t.zero_point else 0)
+            self._it.set_tensor(i, x.astype(np.dtype(t.dtype)))
+        self._it.invoke()
+        values = {}
+        for k, t in enumerate(self.tensors):
+            if t.data is None:
+                try:
+                    values[t.name] = self._it.get_tensor(k).copy()
+                except ValueError:
+                    pass
+        return {n: values[n] for n in self.output_names}, values
+
+
+def _int8_model(path: str | os.PathLike) -> tuple[Any, str]:
+    """qconvert's integer executor when it takes the file, else LiteRT (and why)."""
+    from qconvert.runtime.command import read_model
+    from qconvert.runtime.interpreter import RunError
+
+    try:
+        model = read_model(path)
+        return model, "integer executor"
+    except RunError as exc:
+        data = Path(path).read_bytes() if Path(path).is_file() else None
+        if data is None:
+            raise
+        reason = str(exc)
+    short = "no qconvert metadata" if "metadata" in reason and "no '" in reason else reason.split(";")[0][:80]
+    return _LiteRTModel(data), f"{_LiteRTModel.engine}; {short}"
+
+
+# ---------------------------------------------------------------------------
 
 
 @dataclass
@@ -166,6 +234,7 @@ class Report:
     fake_quant: bool
     rows: list[Row]
     unmapped: list[str]
+    engine: str = "integer executor"
 
     def worst(self, k: int | None = None) -> list[Row]:
         """The k layers with the lowest local SNR (default: 1 per 8 layers, 1 to 5)."""
@@ -184,7 +253,8 @@ class Report:
 
     def as_dict(self) -> dict[str, Any]:
         rows = [r.as_dict() for r in self.rows]
-        return {"pb": self.pb, "tflite": self.tflite, "samples": self.samples, "fake_quant": self.fake_quant,
+        return {"pb": self.pb, "tflite": self.tflite, "engine": self.engine, "samples": self.samples,
+                "fake_quant": self.fake_quant,
                 "tensors": rows, "worst": [r.tensor for r in self.worst()], "unmapped": self.unmapped,
                 "min_snr_db": min((r["snr_db"] for r in rows), key=_sort_key, default=None)}
 
@@ -195,13 +265,17 @@ def compare(pb: str | os.PathLike, tflite: str | os.PathLike, data: str | os.Pat
             input_shapes: Mapping[str, Sequence[int]] | None = None) -> Report:
     from qconvert.calibration_data import as_samples, load_samples
     from qconvert.converter import executor
-    from qconvert.runtime.command import read_model
+    from qconvert.converter.graphdef import parse_graphdef, read_graphdef
+    from qconvert.converter.tf_frozen import freeze, is_tf_model
 
-    from qconvert.converter.graphdef import read_graphdef
-
-    model = read_model(tflite)
+    model, engine = _int8_model(tflite)
     tensors = model.tensors
-    nodes = read_graphdef(pb)
+    if is_tf_model(pb):  # a SavedModel directory or Keras file, frozen as `convert` freezes it
+        frozen, tf_inputs, tf_outputs = freeze(pb)
+        nodes = parse_graphdef(frozen)
+        inputs, outputs = inputs or tf_inputs, outputs or tf_outputs
+    else:
+        nodes = read_graphdef(pb)
     names = {n.name for n in nodes}
     if inputs is None and all(n in names for n in model.input_names):  # the .tflite's names, when the .pb
         inputs = list(model.input_names)                                # has them (qconvert keeps them)
@@ -224,8 +298,12 @@ def compare(pb: str | os.PathLike, tflite: str | os.PathLike, data: str | os.Pat
     # tflite tensor name -> float tensor name
     mapping: dict[str, str] = {}
     for t in tensors:
-        if t.data is None and t.name in graph.tensors:
-            mapping[t.name] = _float_name(graph, t.name)
+        if t.data is not None:
+            continue
+        # qconvert keeps the float op's name; TensorFlow's converter may join fused ops' names with ';'
+        found = [p for p in [t.name, *t.name.split(";")] if p in graph.tensors]
+        if found:
+            mapping[t.name] = _float_name(graph, found[0])
     for i, name in zip(model.model.inputs, graph.inputs):
         mapping[tensors[i].name] = _float_name(graph, name)
     for i, name in zip(model.model.outputs, graph.outputs):
@@ -275,7 +353,7 @@ def compare(pb: str | os.PathLike, tflite: str | os.PathLike, data: str | os.Pat
                 local = np.asarray(executor.evaluate(graph, node, [local.astype(np.float32)], 1), np.float64)
             if local is not None:
                 row.local.add(local.reshape(q.shape), q)
-    return Report(str(pb), str(tflite), n, fake_quant, rows, unmapped)
+    return Report(str(pb), str(tflite), n, fake_quant, rows, unmapped, engine)
 
 
 def _float_op(graph: Graph, name: str, tflite_of: Mapping[str, str],
@@ -330,7 +408,7 @@ def render_text(report: Report, worst: int | None = None) -> str:
                      _num(r["mean_error_lsb"], "+.3f"), _num(r["mean_abs_error_lsb"], ".3f"),
                      _num(r["local_snr_db"], ".1f"), "<< worst" if r["tensor"] in bad else ""])
     lines = [f"compare {report.pb} (float{' with FakeQuant' if report.fake_quant else ''}) "
-             f"with {report.tflite} (int8, integer executor) on {report.samples} sample(s)", ""]
+             f"with {report.tflite} (int8, {report.engine}) on {report.samples} sample(s)", ""]
     lines += _table(rows, right=(0, 3, 4, 5, 6, 7, 8, 9))
     lines.append("")
     worst_rows = report.worst(worst)

@@ -90,3 +90,15 @@ def test_without_tensorflow_the_error_names_the_extra(tmp_path: Path, monkeypatc
     monkeypatch.setitem(sys.modules, "tensorflow", None)  # import tensorflow -> ImportError
     with pytest.raises(ConversionError, match=r"pip install 'qconvert\[tf\]'"):
         freeze(tmp_path / "m.keras")
+
+
+def test_compare_takes_a_saved_model(keras_model, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from qconvert.api import convert_graph
+    from qconvert.compare import compare
+
+    folder, _, samples = keras_model
+    x = json.loads((folder / "saved.json").read_text())["in"][0]
+    (tmp_path / "m.tflite").write_bytes(convert_graph(folder / "saved", calibration_data={x: samples}).model)
+    report = compare(folder / "saved", tmp_path / "m.tflite", {x: samples}).as_dict()
+    assert [r["op"] for r in report["tensors"]] == ["CONV_2D", "MEAN", "FULLY_CONNECTED"] and not report["unmapped"]
+    assert all(r["snr_db"] > 30 for r in report["tensors"])
