@@ -290,6 +290,8 @@ def compare(pb: str | os.PathLike, tflite: str | os.PathLike, data: str | os.Pat
     if isinstance(data, Mapping):
         feeds = {n: as_samples(n, np.asarray(data[n]), shapes[n], "data") for n in graph.inputs}
     else:
+        if not Path(data).exists():
+            raise ConversionError(f"--data '{data}' does not exist")
         feeds = load_samples(data, shapes, limit=samples, seed=seed)
     if samples is not None:
         feeds = {k: v[:samples] for k, v in feeds.items()}
