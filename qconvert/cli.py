@@ -225,19 +225,23 @@ def dump(model: str, as_json: bool, sel_ops: bool, sel_tensors: bool, sel_metada
 @click.option("--trace", is_flag=True, help="Every intermediate tensor: a table per operator, and into --output.")
 @click.option("--quantize-inputs", is_flag=True,
               help="Quantize float input data with the input's scale and zero point (the only float step).")
+@click.option("--integer-fc", "integer_fc", is_flag=True,
+              help="FULLY_CONNECTED by the 31-bit multiplier (TFLite's classic integer kernel, as microcontroller "
+                   "runtimes run it) instead of LiteRT 2.3's double-precision reference arithmetic.")
 @click.option("--debug", is_flag=True, help="Show a traceback on errors.")
-def run(model: str, input_path: str, output: str | None, trace: bool, quantize_inputs: bool, debug: bool) -> None:
+def run(model: str, input_path: str, output: str | None, trace: bool, quantize_inputs: bool, integer_fc: bool,
+        debug: bool) -> None:
     """Run a qconvert .tflite with integers only (no float scale is read).
 
     The arithmetic is TFLite's reference int8 kernels, driven by the multipliers,
-    shifts and clamps qconvert stores in the file; every op equals LiteRT's
-    BUILTIN_REF bit for bit but FULLY_CONNECTED, which LiteRT 2.3 rounds in double
-    precision (at most 1 LSB apart).
+    shifts, clamps and tables qconvert stores in the file; every tensor equals
+    LiteRT's BUILTIN_REF bit for bit (FULLY_CONNECTED, which LiteRT 2.3 rounds in
+    double precision, from the stored 64-bit factor, emulated with integers).
     """
     def work() -> None:
         from qconvert.runtime.command import run_command
 
-        click.echo(run_command(model, input_path, output, trace, quantize_inputs), nl=False)
+        click.echo(run_command(model, input_path, output, trace, quantize_inputs, integer_fc), nl=False)
 
     _guard(work, debug)
 

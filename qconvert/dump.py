@@ -35,7 +35,8 @@ was not selected is absent::
               "per_channel": bool, "act_min": int, "act_max": int, "left_shift": int,
               "multipliers": [int], "shifts": [int],
               "table": null | [int],   # LOGISTIC / TANH: 256 int8 entries by uint8(x)
-              "expected": null | {same 7 keys},   # TFLite's Prepare on the file's scales
+              "wide": null | [int],    # FULLY_CONNECTED: binary64 bits of in*w/out per pair
+              "expected": null | {same 8 keys},   # TFLite's Prepare on the file's scales
               "problems": [str]},
             "requant_ok": bool | null}],     # null: no record for this op
          "tensors": [                                            # --tensors
@@ -142,6 +143,7 @@ def _expected_requant(sg: Any, op: Any) -> dict[str, Any]:
     lo, hi = qm.activation_range(act, scale(out), zp) if act in ("NONE", "RELU", "RELU6", "RELU_N1_TO_1") else (-128, 127)
     pairs: list[tuple[int, int]] = []
     left_shift, per_channel = 0, False
+    wide = None
     name = op.builtin
     if name in ("CONV_2D", "DEPTHWISE_CONV_2D"):
         w = tensor(1)
@@ -157,6 +159,7 @@ def _expected_requant(sg: Any, op: Any) -> dict[str, Any]:
         bias = tensor(2) if len(op.inputs) > 2 and op.inputs[2] >= 0 else None
         pairs = qm.fully_connected_requant(scale(tensor(0)), w.scale, scale(out), scale(bias) if bias else None)
         per_channel = len(w.scale) > 1
+        wide = qm.fully_connected_effective_scales(scale(tensor(0)), w.scale, scale(out))
     elif name in ("ADD", "SUB"):
         p = qm.add_sub_requant(scale(tensor(0)), scale(tensor(1)), scale(out), name == "SUB")
         left_shift = int(p["left_shift"])  # type: ignore[arg-type]
@@ -179,13 +182,14 @@ def _expected_requant(sg: Any, op: Any) -> dict[str, Any]:
         x = tensor(0)
         table = qm.activation_table(name, scale(x), int(x.zero_point[0]) if x.zero_point else 0, scale(out), zp)
     return {"per_channel": per_channel, "act_min": int(lo), "act_max": int(hi), "left_shift": left_shift,
-            "multipliers": [int(a) for a, _ in pairs], "shifts": [int(b) for _, b in pairs], "table": table}
+            "multipliers": [int(a) for a, _ in pairs], "shifts": [int(b) for _, b in pairs], "table": table,
+            "wide": wide}
 
 
 def _check_record(sg: Any, op: Any, rec: Any) -> dict[str, Any]:
     stored = {"per_channel": bool(rec.per_channel), "act_min": int(rec.act_min), "act_max": int(rec.act_max),
               "left_shift": int(rec.left_shift), "multipliers": [int(p[0]) for p in rec.pairs],
-              "shifts": [int(p[1]) for p in rec.pairs], "table": rec.table}
+              "shifts": [int(p[1]) for p in rec.pairs], "table": rec.table, "wide": rec.wide}
     problems: list[str] = []
     if rec.builtin != op.builtin:
         problems.append(f"record is for {rec.builtin}, the operator is {op.builtin}")
@@ -202,6 +206,10 @@ def _check_record(sg: Any, op: Any, rec: Any) -> dict[str, Any]:
             bad = [k for k in range(min(len(st), len(et))) if st[k] != et[k]]
             k = bad[0] if bad else min(len(st), len(et))
             problems.append(f"{len(bad) or 'its'} lookup table entries differ; entry for x={k if k < 128 else k - 256}")
+        sw, ew = stored["wide"], expected["wide"]
+        if sw is not None and sw != ew:  # optional: files may carry only the 31-bit pairs
+            problems.append("wide FULLY_CONNECTED factors differ from double(in) * double(w) / double(out)"
+                            if ew is not None else "wide factors on an op that has none")
         for key in ("per_channel", "act_min", "act_max", "left_shift"):
             if stored[key] != expected[key]:
                 problems.append(f"{key} {stored[key]}, expected {expected[key]}")

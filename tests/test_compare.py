@@ -84,8 +84,8 @@ def test_output_snr_matches_tensorflow_float_and_litert_int8(good: tuple[Path, P
     report = compare(pb, tfl, data).as_dict()
     out = [r for r in report["tensors"] if r["tensor"] == "output"]
     assert len(out) == 1
-    # LiteRT's FULLY_CONNECTED may differ from the integer kernel by 1 LSB before the softmax
-    assert abs(out[0]["snr_db"] - expected) < 0.3, (out[0]["snr_db"], expected)
+    # same int8 values (run equals LiteRT); the float references differ in summation order (0.012 dB)
+    assert abs(out[0]["snr_db"] - expected) < 0.05, (out[0]["snr_db"], expected)
     assert all(isinstance(r["snr_db"], float) and r["snr_db"] > 15 for r in report["tensors"]), report["tensors"]
     assert all(0.97 < r["cosine"] <= 1.0 + 1e-12 for r in report["tensors"])
     assert report["samples"] == 32 and not report["unmapped"]

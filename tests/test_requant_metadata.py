@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import os
+import struct
 import sys
 from pathlib import Path
 
@@ -109,6 +110,13 @@ def check_model(flat: bytes) -> int:
             continue
         rec = records[i]
         assert [tuple(p) for p in rec.pairs] == pairs, f"op {i}: multipliers differ"
+        code = model.operatorCodes[op.opcodeIndex].builtinCode
+        if code == schema.BuiltinOperator.FULLY_CONNECTED:  # LiteRT 2.3's reference factor, in double
+            sg = model.subgraphs[0]
+            sc = lambda t: float(f32(sg.tensors[t].quantization.scale[0]))  # noqa: E731
+            ws = [float(f32(w)) for w in sg.tensors[op.inputs[1]].quantization.scale]
+            want = [struct.unpack("<Q", struct.pack("<d", sc(op.inputs[0]) * w / sc(op.outputs[0])))[0] for w in ws]
+            assert rec.wide == want, f"op {i}: wide factors differ"
         assert rec.left_shift == left_shift and (rec.act_min, rec.act_max) == clamp, f"op {i}"
         checked += 1
     return checked

@@ -348,7 +348,8 @@ def test_requant_decode_is_strict():
         "truncated at record": good[:20],
         "past the end": good[:-4],
         "unexpected bytes": good + b"\0",
-        "reserved flag": good[:22] + b"\4\0" + good[24:],
+        "reserved flag": good[:22] + b"\x08\0" + good[24:],
+        "odd slot count": good[:22] + b"\4\0" + good[24:],  # wide: pairs then as many 64-bit factors
         "shorter than the header": b"QCRQ",
         # version 1 had no table flag
         "reserved flag bits": good[:4] + (1).to_bytes(2, "little") + good[6:22] + b"\2\0" + good[24:],
@@ -374,6 +375,22 @@ def test_requant_table_records():
         rq.encode([rq.RequantRecord(1, "TANH", -128, 127, 0, [(1, 1)], table=table)])
     v1 = rq.encode([rq.RequantRecord(0, "MUL", -128, 127, 0, [(1 << 30, -3)])])
     assert rq.decode(v1[:4] + (1).to_bytes(2, "little") + v1[6:])[0].pairs == [(1 << 30, -3)]  # v1 still reads
+
+
+def test_requant_wide_records():
+    import struct
+
+    wide = [struct.unpack("<Q", struct.pack("<d", v))[0] for v in (0.0123, 0.5)]
+    rec = rq.RequantRecord(3, "FULLY_CONNECTED", -128, 127, 0, [(1690862756, -6), (1 << 30, 0)], per_channel=True,
+                           wide=wide)
+    blob = rq.encode([rec])
+    assert len(blob) == 12 + 28 + 16 + 16
+    assert int.from_bytes(blob[22:24], "little") == 5  # per-channel | wide
+    assert int.from_bytes(blob[36:40], "little") == 4  # 8-byte slots: 2 pairs, 2 factors
+    assert struct.unpack("<2d", blob[56:72]) == (0.0123, 0.5)
+    assert rq.decode(blob) == [rec]
+    with pytest.raises(ValueError, match="one 64-bit pattern per pair"):
+        rq.encode([rq.RequantRecord(3, "FULLY_CONNECTED", -128, 127, 0, [(1, 1)], wide=wide)])
 
 
 def test_requant_encode_validates():

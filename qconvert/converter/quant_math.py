@@ -574,6 +574,16 @@ def quantize_requant(in_scale: float, out_scale: float) -> tuple[int, int]:
     return quantize_multiplier(float(_f32(in_scale)) / float(_f32(out_scale)))
 
 
+def fully_connected_effective_scales(input_scale: float, filter_scales: Sequence[float] | float,
+                                     output_scale: float) -> list[int]:
+    """The factor LiteRT's reference int8 FULLY_CONNECTED (2.3) multiplies its accumulator by,
+    per output channel: ``(double(in) * double(w[c])) / double(out)``, as IEEE-754 binary64
+    bit patterns (the kernel then rounds ``acc * factor`` half away from zero)."""
+    w = np.atleast_1d(np.asarray(filter_scales, dtype=np.float32)).astype(np.float64)
+    eff = (np.float64(_f32(input_scale)) * w) / np.float64(_f32(output_scale))
+    return [int(b) for b in eff.astype("<f8").view("<u8")]
+
+
 def relu_requant(in_scale: float, out_scale: float) -> tuple[int, int]:
     """Standalone RELU / RELU6 / RELU_N1_TO_1 int8 ``(multiplier, shift)``
     (lite/kernels/activations.cc ``ReluPrepare``): ``in / out`` divided in FLOAT32, then

@@ -77,6 +77,7 @@ def _record(graph: Graph, index: int, node: Node):
     pairs: list[tuple[int, int]] = []
     left_shift = 0
     per_channel = False
+    wide = None
     if op in ("CONV_2D", "DEPTHWISE_CONV_2D"):
         w = t[node.inputs[1]]
         channels = w.shape[0] if op == "CONV_2D" else w.shape[3]
@@ -90,6 +91,8 @@ def _record(graph: Graph, index: int, node: Node):
             _scale(graph, bias) if bias else None,
         )
         per_channel = len(w.quant.scale) > 1
+        wide = qm.fully_connected_effective_scales(_scale(graph, node.inputs[0]), w.quant.scale,
+                                                   _scale(graph, out.name))
     elif op in ("ADD", "SUB"):
         p = qm.add_sub_requant(
             _scale(graph, node.inputs[0]), _scale(graph, node.inputs[1]), _scale(graph, out.name), op == "SUB"
@@ -119,7 +122,7 @@ def _record(graph: Graph, index: int, node: Node):
         return None
     return RequantRecord(
         op_index=index, builtin=op, act_min=int(lo), act_max=int(hi), left_shift=left_shift,
-        pairs=[(int(a), int(b)) for a, b in pairs], per_channel=per_channel,
+        pairs=[(int(a), int(b)) for a, b in pairs], per_channel=per_channel, wide=wide,
     )
 
 

@@ -19,12 +19,12 @@ import numpy as np
 from qconvert.runtime.interpreter import IntegerModel, RunError
 
 
-def read_model(path: str | os.PathLike) -> IntegerModel:
+def read_model(path: str | os.PathLike, integer_fully_connected: bool = False) -> IntegerModel:
     try:
         data = Path(path).read_bytes()
     except OSError as exc:
         raise RunError(f"cannot read '{path}': {exc.strerror or exc}") from None
-    return IntegerModel(data)
+    return IntegerModel(data, integer_fully_connected=integer_fully_connected)
 
 
 def read_inputs(path: str | os.PathLike, model: IntegerModel) -> tuple[dict[str, np.ndarray], int | None]:
@@ -97,10 +97,10 @@ def _summary(name: str, v: np.ndarray) -> list[str]:
 
 
 def run_command(model_path: str, input_path: str, output: str | None, trace: bool,
-                quantize_inputs: bool) -> str:
+                quantize_inputs: bool, integer_fully_connected: bool = False) -> str:
     from qconvert.dump import _table
 
-    model = read_model(model_path)
+    model = read_model(model_path, integer_fully_connected)
     feeds, n = read_inputs(input_path, model)
     outputs, traced = run_samples(model, feeds, trace=trace, quantize_inputs=quantize_inputs)
     if n is None:  # single samples in, single samples out

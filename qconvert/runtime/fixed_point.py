@@ -72,3 +72,39 @@ def mbqm_single(x: np.ndarray | int, multiplier: np.ndarray | int, shift: np.nda
     if np.any(total < 1) or np.any(total > 62):
         raise ValueError("single-rounding shift out of range")
     return (x * m + (I64(1) << (total - 1))) >> total
+
+
+def _scale_by_binary64(acc: int, bits: int) -> int:
+    """``round_half_away(acc * d)`` for the IEEE-754 double ``d`` with bit pattern ``bits``,
+    the product rounded to a double first (round to nearest, ties to even) as the FPU does —
+    in integers only."""
+    exponent = (bits >> 52) & 0x7FF
+    if bits >> 63 or exponent == 0x7FF:
+        raise ValueError("the scale must be a finite non-negative double")
+    mantissa = bits & ((1 << 52) - 1)
+    if exponent:
+        mantissa |= 1 << 52
+        power = exponent - 1075
+    else:  # subnormal
+        power = -1074
+    n = abs(acc) * mantissa  # exact product = n * 2**power
+    if n == 0:
+        return 0
+    extra = n.bit_length() - 53
+    if extra > 0:  # round to 53 significant bits, ties to even (the double product)
+        q, r = divmod(n, 1 << extra)
+        half = 1 << (extra - 1)
+        n = q + (1 if r > half or (r == half and q & 1) else 0)
+        power += extra
+    if power >= 0:
+        value = n << power
+    else:  # round half away from zero (std::round) on the magnitude
+        value = (n + (1 << (-power - 1))) >> -power
+    return -value if acc < 0 else value
+
+
+def scale_by_binary64(acc: np.ndarray, bits: np.ndarray) -> np.ndarray:
+    """Element-wise :func:`_scale_by_binary64`; ``bits`` broadcasts along the last axis."""
+    a, b = np.broadcast_arrays(np.asarray(acc, I64), np.asarray(bits, np.uint64))
+    out = [_scale_by_binary64(int(x), int(y)) for x, y in zip(a.reshape(-1).tolist(), b.reshape(-1).tolist())]
+    return np.asarray(out, dtype=I64).reshape(a.shape)

@@ -44,7 +44,8 @@ def _quantize(x: np.ndarray, scale: float, zero_point: int) -> np.ndarray:
 
 
 class IntegerModel:
-    def __init__(self, data: bytes) -> None:
+    def __init__(self, data: bytes, integer_fully_connected: bool = False) -> None:
+        self.integer_fully_connected = integer_fully_connected
         from qconvert.schema.reader import read_model
         from qconvert.schema.requant_metadata import METADATA_NAME, decode
 
@@ -186,6 +187,7 @@ class IntegerModel:
             index=k, builtin=op.builtin, name=_show(out.name), options=op.options, inputs=inputs,
             input_zps=[self._zp(i) if i >= 0 else 0 for i in op.inputs], output_zp=self._zp(op.outputs[0]),
             output_shape=tuple(out.shape), record=self.records.get(k),
+            integer_fully_connected=self.integer_fully_connected,
         )
         try:
             y = kernel(call)

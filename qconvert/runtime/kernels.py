@@ -1,5 +1,11 @@
 """Integer kernels: TFLite's int8 reference kernels (``OpResolverType.BUILTIN_REF``) in numpy.
 
+FULLY_CONNECTED: LiteRT 2.3's reference kernel rounds ``acc * (in*w/out)`` in double
+precision; qconvert stores that factor's 64 bits (the record's wide flag) and reproduces
+the double product and its rounding with integers. ``integer_fully_connected`` selects
+TFLite's classic integer kernel instead (the 31-bit multiplier, double rounding), which
+older TFLite and microcontroller runtimes use; the two differ by 1 LSB on ~0.25% of outputs.
+
 Each kernel gets an :class:`OpCall` (the operator, its int arrays, its requant record and
 the integer parameters of its tensors) and returns the int8 output. Only integers reach a
 kernel: int8/int32 buffers, zero points, and the multipliers, shifts and clamps stored in
@@ -13,12 +19,12 @@ on int8 data of realistic size); every rescale wraps and rounds as int32 arithme
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
 
-from qconvert.runtime.fixed_point import I64, mbqm
+from qconvert.runtime.fixed_point import I64, mbqm, scale_by_binary64
 from qconvert.runtime import transcendental
 
 
@@ -37,7 +43,7 @@ class OpCall:
     output_zp: int
     output_shape: tuple[int, ...]
     record: Any | None  # RequantRecord
-    consts: dict[int, np.ndarray] = field(default_factory=dict)
+    integer_fully_connected: bool = False  # FULLY_CONNECTED by the 31-bit multiplier, not the wide factor
 
     def pairs(self, count: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         if self.record is None or not self.record.pairs:
@@ -147,7 +153,12 @@ def fully_connected(call: OpCall) -> np.ndarray:
     if len(m) not in (1, o):
         raise KernelError(f"operator {call.index} (FULLY_CONNECTED '{call.name}'): {len(m)} multipliers for "
                           f"{o} output channels")
-    y = _finish(call, mbqm(acc, m, s) + call.output_zp)
+    wide = getattr(call.record, "wide", None)
+    if wide is not None and not call.integer_fully_connected:
+        # LiteRT 2.3's reference kernel: round(acc * double factor), reproduced in integers
+        y = _finish(call, scale_by_binary64(acc, np.asarray(wide, np.uint64)) + call.output_zp)
+    else:  # TFLite's integer kernel: MultiplyByQuantizedMultiplier, double rounding
+        y = _finish(call, mbqm(acc, m, s) + call.output_zp)
     return y.reshape(call.output_shape) if int(np.prod(call.output_shape)) == y.size else y
 
 

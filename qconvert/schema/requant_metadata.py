@@ -17,12 +17,15 @@ aligned when the entry starts on a 4-byte boundary::
       0  u32 subgraph_index
       4  u32 operator_index   index into the subgraph's operators
       8  u16 builtin_code     BuiltinOperator code of that operator (a cross-check)
-     10  u16 flags            bit 0: per-channel; bit 1: table; bits 2..15 reserved, 0
+     10  u16 flags            bit 0: per-channel; bit 1: table; bit 2: wide;
+                              bits 3..15 reserved, 0
      12  i32 activation_min   output clamp in the output's integer domain,
      16  i32 activation_max   fused activation included
      20  i32 left_shift       ADD/SUB: the input left shift (20 for int8); else 0
-     24  u32 count            number of (multiplier, shift) pairs
-     28  count x (i32 multiplier, i32 shift)     (no table flag)
+     24  u32 count            number of 8-byte slots that follow
+     28  count x (i32 multiplier, i32 shift)     (no flag)
+         count/2 x (i32 multiplier, i32 shift),
+         then count/2 x u64 binary64 bits       (wide flag)
          8 * count int8 table entries            (table flag)
 
 A pair follows TFLite's QuantizeMultiplier: ``real ≈ multiplier * 2**(shift - 31)``
@@ -31,7 +34,11 @@ to represent), a positive ``shift`` meaning a left shift. What the pairs of a re
 
     CONV_2D, DEPTHWISE_CONV_2D  one per output channel (per-channel flag set),
                                 in_scale * w_scale[c] / out_scale
-    FULLY_CONNECTED             one (per-tensor weights) or one per output channel
+    FULLY_CONNECTED             one (per-tensor weights) or one per output channel; wide:
+                                each pair also has the IEEE-754 binary64 bits of
+                                double(in) * double(w) / double(out), the factor LiteRT's
+                                reference kernel multiplies the accumulator by in double
+                                precision (an integer runtime can reproduce it exactly)
     ADD, SUB                    three: input1, input2, output, with left_shift 20
                                 (input_i: in_i_scale / (2 * max_in_scale),
                                  output: 2 * max_in_scale / (2**20 * out_scale))
@@ -66,6 +73,7 @@ FORMAT_VERSION = 2
 READABLE_VERSIONS = (1, 2)
 FLAG_PER_CHANNEL = 0x0001
 FLAG_TABLE = 0x0002
+FLAG_WIDE = 0x0004
 TABLE_SIZE = 256
 ADD_SUB_LEFT_SHIFT = 20  # tensorflow/lite/kernels/add.cc: left_shift for 8-bit inputs
 
@@ -90,6 +98,7 @@ class RequantRecord:
     per_channel: bool = False
     subgraph_index: int = 0
     table: list[int] | None = None  # LOGISTIC / TANH: 256 int8 outputs, indexed by uint8(x)
+    wide: list[int] | None = None  # FULLY_CONNECTED: binary64 bit patterns, one per pair
 
 
 def _check_int(name: str, value: int, lo: int, hi: int, record: int) -> int:
@@ -141,6 +150,11 @@ def encode(records: Iterable[RequantRecord]) -> bytes:
             flags |= FLAG_TABLE
         else:
             payload = _pairs_array(r.pairs, k).tobytes()
+            if r.wide is not None:
+                if len(r.wide) != len(r.pairs) or any(not 0 <= int(w) < 2**64 for w in r.wide):
+                    raise ValueError(f"requant record {k}: wide needs one 64-bit pattern per pair")
+                payload += np.asarray([int(w) for w in r.wide], dtype="<u8").tobytes()
+                flags |= FLAG_WIDE
         chunks.append(
             _RECORD.pack(
                 *key, _CODES[r.builtin], flags, act_min, act_max,
@@ -165,7 +179,7 @@ def decode(data: bytes) -> list[RequantRecord]:
             f"{METADATA_NAME}: format version {version}, this reader knows "
             f"{', '.join(map(str, READABLE_VERSIONS))}"
         )
-    known_flags = FLAG_PER_CHANNEL | (FLAG_TABLE if version >= 2 else 0)
+    known_flags = FLAG_PER_CHANNEL | (FLAG_TABLE | FLAG_WIDE if version >= 2 else 0)
     if reserved != 0:
         raise ValueError(f"{METADATA_NAME}: reserved header field is {reserved}, expected 0")
     records = []
@@ -182,9 +196,16 @@ def decode(data: bytes) -> list[RequantRecord]:
         end = pos + n * 2 * _PAIR.itemsize
         if end > len(data):
             raise ValueError(f"{METADATA_NAME}: record {k} declares {n} pairs past the end")
-        table = None
+        table = wide = None
         pairs = np.zeros((0, 2), dtype=_PAIR)
-        if flags & FLAG_TABLE:
+        if flags & FLAG_TABLE and flags & FLAG_WIDE:
+            raise ValueError(f"{METADATA_NAME}: record {k} has both the table and the wide flag")
+        if flags & FLAG_WIDE:
+            if n % 2:
+                raise ValueError(f"{METADATA_NAME}: record {k} is wide with an odd slot count {n}")
+            pairs = np.frombuffer(data, dtype=_PAIR, count=n, offset=pos).reshape(n // 2, 2)
+            wide = np.frombuffer(data, dtype="<u8", count=n // 2, offset=pos + 4 * n).tolist()
+        elif flags & FLAG_TABLE:
             if 8 * n != TABLE_SIZE:
                 raise ValueError(f"{METADATA_NAME}: record {k} has a table of {8 * n} entries, not {TABLE_SIZE}")
             table = np.frombuffer(data, dtype=np.int8, count=TABLE_SIZE, offset=pos).tolist()
@@ -202,6 +223,7 @@ def decode(data: bytes) -> list[RequantRecord]:
                 per_channel=bool(flags & FLAG_PER_CHANNEL),
                 subgraph_index=sub,
                 table=table,
+                wide=wide,
             )
         )
     if pos != len(data):
