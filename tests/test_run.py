@@ -449,3 +449,20 @@ def test_scale_by_binary64_ties_and_product_rounding() -> None:
         assert _scale_by_binary64(acc, int(np.float64(d).view(np.uint64))) == _double_round(acc, d), (acc, d)
     assert _scale_by_binary64(3, int(np.float64(0.5).view(np.uint64))) == 2  # 1.5 rounds away from zero
     assert _scale_by_binary64(-3, int(np.float64(0.5).view(np.uint64))) == -2
+
+
+def test_run_takes_samples_on_the_batch_axis(example: bytes, tmp_path: Path) -> None:
+    """models/digits_test.npz: 360 float images [360, 8, 8, 1] for a [1, 8, 8, 1] input."""
+    model_path = tmp_path / "m.tflite"
+    model_path.write_bytes(example)
+    r = qconvert("run", str(model_path), "--input", str(ROOT / "models" / "digits_test.npz"), "--quantize-inputs",
+                 "-o", str(tmp_path / "o.npz"))
+    assert r.returncode == 0, r.stderr
+    out = np.load(tmp_path / "o.npz")["Identity"]
+    assert out.shape == (360, 10)
+    x = np.load(ROOT / "models" / "digits_test.npz")["input"]
+    model = IntegerModel(example)
+    for k in (0, 123, 359):
+        np.testing.assert_array_equal(out[k], model.run({"input": x[k:k + 1]}, quantize_inputs=True)["Identity"][0])
+    labels = np.load(ROOT / "models" / "digits_test.npz")["labels"]
+    assert (out.argmax(axis=1) == labels).mean() > 0.97  # the digits model's int8 accuracy, 98.06% in LiteRT

@@ -3,8 +3,8 @@
 Inputs: a ``.npz`` with one array per model input (named like the input; with one input
 the name may differ), or a ``.npy`` for a one-input model. An array shaped like the input
 is one sample; one with an extra leading axis ``[N, *input shape]`` — or, for a batch-1
-input, N on the batch axis — is N samples, run one after another, and every output gets
-that leading axis too.
+input, N on the batch axis — is N samples, run one after another; the outputs come back
+the same way (stacked on a new leading axis, or on their batch axis).
 """
 
 from __future__ import annotations
@@ -27,8 +27,9 @@ def read_model(path: str | os.PathLike, integer_fully_connected: bool = False) -
     return IntegerModel(data, integer_fully_connected=integer_fully_connected)
 
 
-def read_inputs(path: str | os.PathLike, model: IntegerModel) -> tuple[dict[str, np.ndarray], int | None]:
-    """(name → [N, *shape] arrays, N) — N is None when the arrays are single samples."""
+def read_inputs(path: str | os.PathLike, model: IntegerModel) -> tuple[dict[str, np.ndarray], str]:
+    """(name → [N, *shape] arrays, layout): "single" (one sample as the input's shape),
+    "stacked" ([N, *shape]) or "batch" (N on a batch-1 input's batch axis)."""
     try:
         data = np.load(path, allow_pickle=False)
     except FileNotFoundError:
@@ -51,26 +52,30 @@ def read_inputs(path: str | os.PathLike, model: IntegerModel) -> tuple[dict[str,
                     raise RunError(f"{path}: no array named '{missing[0]}' (arrays: {', '.join(keys) or 'none'}); "
                                    f"the model's inputs are {', '.join(names)}")
                 arrays = {n: data[n] for n in names}
-    counts = set()
+    counts: set[int] = set()
+    layouts: set[str] = set()
     out = {}
     for d in model.input_details():
         a = np.asarray(arrays[d["name"]])
         shape = tuple(d["shape"])
         if a.shape == shape:
             out[d["name"]] = a[None]
-            counts.add(None)
+            counts.add(1)
+            layouts.add("single")
         elif a.shape[1:] == shape:
             out[d["name"]] = a
             counts.add(len(a))
+            layouts.add("stacked")
         elif shape and shape[0] == 1 and a.ndim == len(shape) and a.shape[1:] == shape[1:]:
             out[d["name"]] = a[:, None]  # samples on the batch axis, as for --calibration-data
             counts.add(len(a))
+            layouts.add("batch")
         else:
             raise RunError(f"{path}: array '{d['name']}' is {list(a.shape)}; the input is {list(shape)} "
                            f"(or [N, {', '.join(map(str, shape[1:]))}] for N samples)")
-    if len(counts) != 1:
+    if len(counts) != 1 or len(layouts) != 1:
         raise RunError(f"{path}: the arrays hold different numbers of samples")
-    return out, counts.pop()
+    return out, layouts.pop()
 
 
 def run_samples(model: IntegerModel, feeds: dict[str, np.ndarray], trace: bool = False,
@@ -89,6 +94,11 @@ def run_samples(model: IntegerModel, feeds: dict[str, np.ndarray], trace: bool =
     return ({k: np.stack(v) for k, v in outs.items()}, {k: np.stack(v) for k, v in traced.items()})
 
 
+def _unstack(v: np.ndarray) -> np.ndarray:
+    """[N, 1, ...] → [N, ...] (per-sample tensors with a batch axis of 1)."""
+    return v.reshape(v.shape[0], *v.shape[2:]) if v.ndim >= 2 and v.shape[1] == 1 else v
+
+
 def _summary(name: str, v: np.ndarray) -> list[str]:
     flat = v.reshape(-1)
     row = [name, f"{v.dtype}", "[" + ",".join(map(str, v.shape)) + "]",
@@ -101,11 +111,14 @@ def run_command(model_path: str, input_path: str, output: str | None, trace: boo
     from qconvert.dump import _table
 
     model = read_model(model_path, integer_fully_connected)
-    feeds, n = read_inputs(input_path, model)
+    feeds, layout = read_inputs(input_path, model)
     outputs, traced = run_samples(model, feeds, trace=trace, quantize_inputs=quantize_inputs)
-    if n is None:  # single samples in, single samples out
+    if layout == "single":  # single samples in, single samples out
         outputs = {k: v[0] for k, v in outputs.items()}
         traced = {k: v[0] for k, v in traced.items()}
+    elif layout == "batch":  # samples on the batch axis in, on the batch axis out
+        outputs = {k: _unstack(v) for k, v in outputs.items()}
+        traced = {k: _unstack(v) for k, v in traced.items()}
     lines = []
     if trace:
         rows = [["#", "op", "output", "dtype", "shape", "min", "max"]]
