@@ -16,7 +16,7 @@ weights [1, H, W, C*M], FULLY_CONNECTED weights [O, I]. Convolutions are im2col 
 
 from __future__ import annotations
 
-from typing import Callable, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import numpy as np
 
@@ -40,7 +40,7 @@ def _act(node: Node, y: np.ndarray) -> np.ndarray:
     raise ConversionError(f"node '{node.name}' ({node.op}): fused activation {act} cannot be calibrated")
 
 
-def _padding(size: int, k: int, stride: int, dilation: int, padding: str) -> tuple[int, int, int]:
+def window_padding(size: int, k: int, stride: int, dilation: int, padding: str) -> tuple[int, int, int]:
     """(output size, pad before, pad after) as TensorFlow computes SAME / VALID."""
     from qconvert.converter.ops import _window_out  # the shape inference's output size
 
@@ -51,14 +51,21 @@ def _padding(size: int, k: int, stride: int, dilation: int, padding: str) -> tup
     return out, total // 2, total - total // 2
 
 
-def _windows(node: Node, x: np.ndarray, kh: int, kw: int, fill: float = 0.0) -> np.ndarray:
-    """[N, OH, OW, kh, kw, C] view of the (padded) input's sliding windows."""
-    sh, sw = int(node.attrs.get("stride_h", 1)), int(node.attrs.get("stride_w", 1))
-    dh, dw = int(node.attrs.get("dilation_h_factor", 1)), int(node.attrs.get("dilation_w_factor", 1))
-    padding = node.attrs.get("padding", "VALID")
+def windows(attrs: Mapping[str, Any], x: np.ndarray, kh: int, kw: int, fill: float = 0.0,
+            max_elements: int | None = None) -> np.ndarray:
+    """[N, OH, OW, kh, kw, C] view of the (padded) input's sliding windows, for an op whose
+    ``attrs`` (TFLite option names: stride_h, dilation_h_factor, padding, ...) say how.
+    Also the integer kernels' (qconvert run); ``max_elements`` refuses a padded input larger
+    than that (ValueError) instead of allocating it."""
+    sh, sw = int(attrs.get("stride_h", 1)), int(attrs.get("stride_w", 1))
+    dh, dw = int(attrs.get("dilation_h_factor", 1)), int(attrs.get("dilation_w_factor", 1))
+    padding = attrs.get("padding", "VALID")
     n, h, w, c = x.shape
-    oh, top, bottom = _padding(h, kh, sh, dh, padding)
-    ow, left, right = _padding(w, kw, sw, dw, padding)
+    oh, top, bottom = window_padding(h, kh, sh, dh, padding)
+    ow, left, right = window_padding(w, kw, sw, dw, padding)
+    if max_elements is not None and n * (h + top + bottom) * (w + left + right) * c > max_elements:
+        raise ValueError(f"window {kh}x{kw}, stride {sh}x{sw}, dilation {dh}x{dw} on input {list(x.shape)} "
+                         "needs too large a padded input")
     if top or bottom or left or right:
         x = np.pad(x, ((0, 0), (top, bottom), (left, right), (0, 0)), constant_values=fill)
     s = x.strides
@@ -68,7 +75,7 @@ def _windows(node: Node, x: np.ndarray, kh: int, kw: int, fill: float = 0.0) -> 
 
 def _conv(node: Node, x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
     _, kh, kw, _ = w.shape
-    y = np.tensordot(_windows(node, x, kh, kw), w, axes=([3, 4, 5], [1, 2, 3]))
+    y = np.tensordot(windows(node.attrs, x, kh, kw), w, axes=([3, 4, 5], [1, 2, 3]))
     if b is not None:
         y = y + b
     return _act(node, y.astype(np.float32, copy=False))
@@ -77,7 +84,7 @@ def _conv(node: Node, x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None)
 def _depthwise(node: Node, x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
     _, kh, kw, cm = w.shape
     c = x.shape[-1]
-    win = _windows(node, x, kh, kw)
+    win = windows(node.attrs, x, kh, kw)
     if cm != c:
         win = np.repeat(win, cm // c, axis=-1)  # output channel c*M+m reads input channel c
     y = np.einsum("nhwijc,ijc->nhwc", win, w[0], optimize=True)
@@ -96,11 +103,11 @@ def _fully_connected(node: Node, x: np.ndarray, w: np.ndarray, b: np.ndarray | N
 def _pool(node: Node, x: np.ndarray, kind: str) -> np.ndarray:
     kh, kw = int(node.attrs["filter_height"]), int(node.attrs["filter_width"])
     if kind == "max":
-        y = _windows(node, x, kh, kw, fill=-np.inf).max(axis=(3, 4))
+        y = windows(node.attrs, x, kh, kw, fill=-np.inf).max(axis=(3, 4))
     else:  # TFLite averages over the window's in-bounds elements only
-        total = _windows(node, x, kh, kw).sum(axis=(3, 4))
+        total = windows(node.attrs, x, kh, kw).sum(axis=(3, 4))
         ones = np.ones((1, *x.shape[1:3], 1), np.float32)
-        count = _windows(node, ones, kh, kw).sum(axis=(3, 4))
+        count = windows(node.attrs, ones, kh, kw).sum(axis=(3, 4))
         y = total / count
     return _act(node, y.astype(np.float32, copy=False))
 

@@ -651,6 +651,15 @@ class MeanRequant:
     same_params: bool
 
 
+def fold_mean_multiplier(multiplier: int, shift: int, num_elements: int) -> tuple[int, int]:
+    """reference_ops::QuantizedMeanOrSum folds 1/n into Prepare's (multiplier, shift), in
+    integers: ``k = min(floor(log2 n), 32, 31 + shift)``, ``(multiplier << k) // n`` (int64),
+    ``shift - k``. (What ``qconvert run`` does at run time; no float involved.)"""
+    n = int(num_elements)
+    k = min(n.bit_length() - 1, 32, 31 + int(shift))  # 63 - CountLeadingZeros(n)
+    return (int(multiplier) << k) // n, int(shift) - k  # k >= 0: QuantizeMultiplier never returns shift < -31
+
+
 def mean_requant(in_scale: float, in_zp: int, out_scale: float, out_zp: int, num_elements: int) -> MeanRequant:
     """MEAN int8 parameters (lite/kernels/reduce.cc ``PrepareMeanOrSum``, and the
     folding in lite/kernels/internal/reference/reduce.h ``QuantizedMeanOrSum``).
@@ -659,22 +668,20 @@ def mean_requant(in_scale: float, in_zp: int, out_scale: float, out_zp: int, num
     division by n = ``num_elements`` into the multiplier:
     ``k = min(floor(log2 n), 32, 31 + shift)``,
     ``multiplier' = (multiplier << k) // n`` (int64), ``shift' = shift - k``.
-    (The 4-D keep_dims mean over axes {1, 2} on the reference kernel instead uses
-    reference/integer_ops/mean.h: MBQM(sum, multiplier, shift) then a rounded
-    integer division by n; see :func:`mean_hw_reference`.)
+    (Older TFLite reference kernels took a 4-D keep_dims mean over axes {1, 2} through
+    reference/integer_ops/mean.h — see :func:`mean_hw_reference`; LiteRT 2.3's reference
+    resolver takes every int8 MEAN through the folded path, measured by qconvert run's tests.)
     """
     n = int(num_elements)
     if n <= 0:
         raise ValueError(f"num_elements must be positive, got {n}")
     mult, shift = quantize_multiplier(float(_f32(in_scale)) / float(_f32(out_scale)))
-    k = n.bit_length() - 1  # 63 - CountLeadingZeros(n)
-    k = min(k, 32, 31 + shift)
-    folded = (mult << k) // n  # k >= 0: QuantizeMultiplier never returns shift < -31
+    folded, folded_shift = fold_mean_multiplier(mult, shift, n)
     return MeanRequant(
         multiplier=mult,
         shift=shift,
         folded_multiplier=folded,
-        folded_shift=shift - k,
+        folded_shift=folded_shift,
         num_elements=n,
         input_zero_point=int(in_zp),
         output_zero_point=int(out_zp),

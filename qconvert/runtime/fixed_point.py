@@ -3,7 +3,8 @@
 Every function takes and returns int64 arrays holding int32 values, and does what the C++
 does on int32, including wrap-around where the C++ wraps. Nothing here touches a float.
 
-Primitives (gemmlowp fixedpoint.h, tflite kernels/internal/common.h):
+Primitives (gemmlowp fixedpoint.h, tflite kernels/internal/common.h) — array-returning
+names for the converter's own implementations in ``quant_math``, which its tests pin down:
   srdhm(a, b)                SaturatingRoundingDoublingHighMul: round(a*b / 2**31), ties up
   rdpot(x, e)                RoundingDivideByPOT: x / 2**e, ties away from zero
   mbqm(x, m, shift)          MultiplyByQuantizedMultiplier, double rounding (default build)
@@ -13,6 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from qconvert.converter import quant_math as qm
+
 INT32_MIN = -(2**31)
 INT32_MAX = 2**31 - 1
 
@@ -21,32 +24,19 @@ I64 = np.int64
 
 def wrap32(v: np.ndarray) -> np.ndarray:
     """Two's-complement int32 wrap of int64 values."""
-    return ((v + 2**31) & 0xFFFFFFFF) - 2**31
+    return qm._wrap_i32(np.asarray(v, I64))
 
 
 def srdhm(a: np.ndarray | int, b: np.ndarray | int) -> np.ndarray:
-    a = np.asarray(a, I64)
-    b = np.asarray(b, I64)
-    ab = a * b
-    t = ab + np.where(ab >= 0, I64(1 << 30), I64(1 - (1 << 30)))
-    q = np.where(t >= 0, t >> 31, -((-t) >> 31))  # C++ division truncates toward zero
-    return np.where((a == INT32_MIN) & (b == INT32_MIN), I64(INT32_MAX), q)
+    return np.asarray(qm.saturating_rounding_doubling_high_mul(a, b), I64)
 
 
 def rdpot(x: np.ndarray | int, exponent: np.ndarray | int) -> np.ndarray:
-    x = np.asarray(x, I64)
-    e = np.asarray(exponent, I64)
-    mask = (I64(1) << e) - 1
-    threshold = (mask >> 1) + (x < 0)
-    return (x >> e) + ((x & mask) > threshold)
+    return np.asarray(qm.rounding_divide_by_pot(x, exponent), I64)
 
 
 def mbqm(x: np.ndarray | int, multiplier: np.ndarray | int, shift: np.ndarray | int) -> np.ndarray:
-    """MultiplyByQuantizedMultiplier(x, m, shift): RDPOT(SRDHM(x << left, m), right)."""
-    s = np.asarray(shift, I64)
-    left = np.maximum(s, 0)
-    right = np.maximum(-s, 0)
-    return rdpot(srdhm(wrap32(np.asarray(x, I64) << left), multiplier), right)
+    return np.asarray(qm.multiply_by_quantized_multiplier(x, multiplier, shift), I64)
 
 
 def saturating_left_shift(x: np.ndarray, exponent: int) -> np.ndarray:
@@ -60,18 +50,6 @@ def multiply_by_pot(x: np.ndarray, exponent: int) -> np.ndarray:
     if exponent >= 0:
         return saturating_left_shift(x, exponent)
     return rdpot(x, -exponent)
-
-
-def mbqm_single(x: np.ndarray | int, multiplier: np.ndarray | int, shift: np.ndarray | int) -> np.ndarray:
-    """MultiplyByQuantizedMultiplier, single rounding (``TFLITE_SINGLE_ROUNDING``):
-    ``(x * m + 2**(30 - shift)) >> (31 - shift)``, ties toward +infinity. Exact in int64
-    while |x| < 2**31 and shift <= 0 (products < 2**62)."""
-    x = np.asarray(x, I64)
-    m = np.asarray(multiplier, I64)
-    total = 31 - np.asarray(shift, I64)
-    if np.any(total < 1) or np.any(total > 62):
-        raise ValueError("single-rounding shift out of range")
-    return (x * m + (I64(1) << (total - 1))) >> total
 
 
 def _scale_by_binary64(acc: int, bits: int) -> int:

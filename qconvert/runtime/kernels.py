@@ -70,35 +70,14 @@ def _finish(call: OpCall, acc: np.ndarray) -> np.ndarray:
 # windows
 
 
-def _window(size: int, k: int, stride: int, dilation: int, padding: str) -> tuple[int, int]:
-    """(output size, pad before) as TFLite computes them (``ComputePaddingHeightWidth``)."""
-    effective = (k - 1) * dilation + 1
-    if padding == "SAME":
-        out = (size + stride - 1) // stride
-    else:
-        out = (size - effective + stride) // stride
-    total = max((out - 1) * stride + effective - size, 0)
-    return out, total // 2
-
-
 def _windows(x: np.ndarray, kh: int, kw: int, options: dict[str, Any], fill: int) -> np.ndarray:
-    """[N, OH, OW, kh, kw, C] view of ``x`` padded with ``fill``."""
-    sh, sw = int(options.get("stride_h", 1)), int(options.get("stride_w", 1))
-    dh, dw = int(options.get("dilation_h_factor", 1)), int(options.get("dilation_w_factor", 1))
-    padding = options.get("padding", "VALID")
-    n, h, w, c = x.shape
-    oh, top = _window(h, kh, sh, dh, padding)
-    ow, left = _window(w, kw, sw, dw, padding)
-    need_h = (oh - 1) * sh + (kh - 1) * dh + 1
-    need_w = (ow - 1) * sw + (kw - 1) * dw + 1
-    if min(sh, sw, dh, dw, kh, kw, oh, ow) < 1 or n * max(need_h, h + top) * max(need_w, w + left) * c > 1 << 28:
-        raise KernelError(f"window {kh}x{kw}, stride {sh}x{sw}, dilation {dh}x{dw} on input {list(x.shape)} "
-                          "is out of range")
-    padded = np.full((n, max(need_h, h + top), max(need_w, w + left), c), fill, dtype=x.dtype)
-    padded[:, top:top + h, left:left + w, :] = x
-    s = padded.strides
-    return np.lib.stride_tricks.as_strided(
-        padded, (n, oh, ow, kh, kw, c), (s[0], s[1] * sh, s[2] * sw, s[1] * dh, s[2] * dw, s[3]), writeable=False)
+    """The float executor's sliding windows (same SAME/VALID arithmetic), on integers."""
+    from qconvert.converter.executor import windows
+
+    if min(kh, kw, *(int(options.get(k, 1)) for k in ("stride_h", "stride_w", "dilation_h_factor",
+                                                        "dilation_w_factor"))) < 1:
+        raise KernelError(f"window {kh}x{kw} with options {options} is out of range")
+    return windows(options, x, kh, kw, fill=fill, max_elements=1 << 28)
 
 
 def _product(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from qconvert.converter.quant_math import fold_mean_multiplier
 from qconvert.runtime.fixed_point import I64, mbqm, wrap32
 
 
@@ -26,7 +27,6 @@ def mean(call: Any) -> np.ndarray:
     sums = x.sum(axis=tuple(axes)) if axes else x
     if n == 0:
         return np.zeros(call.output_shape, I64)
-    k = min(n.bit_length() - 1, 32, 31 + s)
-    folded = (m << k) // n
-    y = mbqm(wrap32(sums - call.input_zps[0] * n), wrap32(np.asarray(folded, I64)), s - k) + call.output_zp
+    folded, folded_shift = fold_mean_multiplier(m, s, n)
+    y = mbqm(wrap32(sums - call.input_zps[0] * n), folded, folded_shift) + call.output_zp
     return y.reshape(call.output_shape)
