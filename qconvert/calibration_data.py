@@ -43,11 +43,22 @@ def as_samples(name: str, array: np.ndarray, shape: Sequence[int] | None, where:
     return a
 
 
-def _load_file(path: Path, inputs: Mapping[str, Sequence[int] | None]) -> dict[str, np.ndarray]:
+def load_arrays(path: str | os.PathLike, what: str):  # type: ignore[no-untyped-def]
+    """``np.load`` of a .npy / .npz (never pickles), failures as one ConversionError line."""
     try:
-        data = np.load(path, allow_pickle=False)
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
-        raise ConversionError(f"cannot read calibration data '{path}': {exc}") from None
+        return np.load(path, allow_pickle=False)
+    except FileNotFoundError:
+        raise ConversionError(f"{what} '{path}' does not exist") from None
+    except ValueError as exc:
+        if "pickle" in str(exc):  # numpy's guess for bytes that are no .npy/.npz header
+            raise ConversionError(f"{what} '{path}' is not a .npy or .npz file") from None
+        raise ConversionError(f"cannot read {what} '{path}': {exc}") from None
+    except (OSError, zipfile.BadZipFile, EOFError) as exc:
+        raise ConversionError(f"cannot read {what} '{path}': {exc}") from None
+
+
+def _load_file(path: Path, inputs: Mapping[str, Sequence[int] | None]) -> dict[str, np.ndarray]:
+    data = load_arrays(path, "calibration data")
     if isinstance(data, np.ndarray):
         if len(inputs) != 1:
             raise ConversionError(

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import io
 import os
-import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -30,12 +29,9 @@ def read_model(path: str | os.PathLike, integer_fully_connected: bool = False) -
 def read_inputs(path: str | os.PathLike, model: IntegerModel) -> tuple[dict[str, np.ndarray], str]:
     """(name → [N, *shape] arrays, layout): "single" (one sample as the input's shape),
     "stacked" ([N, *shape]) or "batch" (N on a batch-1 input's batch axis)."""
-    try:
-        data = np.load(path, allow_pickle=False)
-    except FileNotFoundError:
-        raise RunError(f"input data '{path}' does not exist") from None
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
-        raise RunError(f"cannot read input data '{path}': {exc}") from None
+    from qconvert.calibration_data import load_arrays
+
+    data = load_arrays(path, "input data")
     names = model.input_names
     if isinstance(data, np.ndarray):
         if len(names) != 1:
