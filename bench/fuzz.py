@@ -92,7 +92,7 @@ def crafted_tflite(base: bytes, limit: int = 2048) -> Iterator[tuple[str, bytes]
 
 def tiny_graphdef() -> bytes:
     """Placeholder -> FakeQuant(min/max Consts) -> Relu -> FakeQuant, built without TensorFlow."""
-    from qconvert.converter.graphdef import DT, GraphDef
+    from qconvert.frontend.graphdef import DT, GraphDef
 
     g = GraphDef()
 

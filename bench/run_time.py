@@ -64,10 +64,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("names", nargs="*", default=["small_cnn", "mobilenet_v2", "mobilenet_v2_224"])
     p.add_argument("--repeat", type=int, default=5)
     args = p.parse_args(argv)
+    import tempfile
+
     from qconvert.api import convert
     from qconvert.runtime.interpreter import IntegerModel
-
-    import tempfile
 
     work = Path(tempfile.mkdtemp(prefix="qconvert-run-time-"))
     print(f"{'model':18} {'ops':>4} {'qconvert run':>13} {'LiteRT ref':>11} {'LiteRT opt':>11} "

@@ -60,7 +60,7 @@ def main() -> int:
 
 
 def _node_names(graph_def: bytes) -> list[str]:
-    from qconvert.converter.graphdef import parse_graphdef
+    from qconvert.frontend.graphdef import parse_graphdef
 
     return [n.name for n in parse_graphdef(graph_def)]
 

@@ -62,7 +62,9 @@ def main() -> int:
     import tensorflow as tf
     import tensorflow_model_optimization as tfmot
     import tf_keras as keras
-    from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
+    from tensorflow.python.framework.convert_to_constants import (
+        convert_variables_to_constants_v2,
+    )
 
     keras.utils.set_random_seed(SEED)
     tf.config.experimental.enable_op_determinism()

@@ -27,6 +27,20 @@ class _DefaultToConvert(click.Group):
         return super().parse_args(ctx, args)
 
 
+class _StageName(click.ParamType):
+    """A stage of the pipeline, checked against ``qconvert.converter.pipeline.STAGE_NAMES``
+    when the option is given (the pipeline is imported to convert anyway; --help stays light)."""
+
+    name = "stage"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        from qconvert.converter.pipeline import STAGE_NAMES
+
+        if value not in STAGE_NAMES:
+            self.fail(f"'{value}' is not a stage; stages: {', '.join(STAGE_NAMES)}", param, ctx)
+        return str(value)
+
+
 def _parse_range(text: str) -> tuple[str | None, tuple[float, float]]:
     from qconvert.args import parse_range
 
@@ -77,9 +91,8 @@ def cli() -> None:
               help="Shape of an input (default: from the placeholder, unknown batch -> 1). Repeatable.")
 @click.option("--inputs", "inputs", multiple=True, metavar="NAME[,NAME]", help="Input placeholders (default: all).")
 @click.option("--outputs", "outputs", multiple=True, metavar="NAME[,NAME]", help="Output nodes (default: graph sinks).")
-@click.option("--dump-after", "dump_after", multiple=True,
-              type=click.Choice(["import", "inputs", "legalize", "fold", "prepare", "quantize"]),
-              help="Print the IR after this stage. Repeatable.")
+@click.option("--dump-after", "dump_after", multiple=True, type=_StageName(), metavar="STAGE",
+              help="Print the IR after this stage: import or a pipeline stage (README: What it does). Repeatable.")
 @click.option("--report", "report", metavar="FILE|-", help="Write a JSON report (format: see README); - for stdout.")
 @click.option("--default-ranges", "default_ranges", metavar="MIN,MAX",
               help="Range for every tensor with none (dummy quantization, for experiments; each use is reported).")
@@ -130,7 +143,8 @@ def convert(model: str, output: str | None, ranges: tuple[str, ...], shapes: tup
     means, stds = _numbers(mean, "--mean", float), _numbers(std, "--std", float)
 
     def work() -> None:
-        from qconvert import api
+        from qconvert.converter import api
+        from qconvert.io import write_atomic
 
         target = output or str(api.default_output(model))
         t0 = time.perf_counter()
@@ -144,15 +158,15 @@ def convert(model: str, output: str | None, ranges: tuple[str, ...], shapes: tup
                                        image_size=size, mean=means, std=stds,
                                        ranges_file=ranges_file,
                                        progress=_calibration_progress())
-            api.write_atomic(target, result.model)
+            write_atomic(target, result.model)
         except Exception as exc:
             if report:
-                from qconvert.batch import build_record, write_report
+                from qconvert.tools.batch import build_record, write_report
 
                 write_report(report, [build_record(model, target, error=exc, seconds=time.perf_counter() - t0)])
             raise
         if report:
-            from qconvert.batch import build_record, write_report
+            from qconvert.tools.batch import build_record, write_report
 
             write_report(report, [build_record(model, target, result.model, result.notes,
                                                seconds=time.perf_counter() - t0)])
@@ -183,7 +197,7 @@ def batch(models: tuple[str, ...], manifest: str | None, jobs: int | None, repor
     """
 
     def work() -> None:
-        from qconvert.batch import batch as run_batch
+        from qconvert.tools.batch import batch as run_batch
 
         status = run_batch(models, manifest, jobs, report, check, echo=lambda s: click.echo(s, err=True))
         if status:
@@ -209,7 +223,7 @@ def dump(model: str, as_json: bool, sel_ops: bool, sel_tensors: bool, sel_metada
     sections = [name for name, on in (("ops", sel_ops), ("tensors", sel_tensors), ("metadata", sel_metadata)) if on]
 
     def work() -> None:
-        from qconvert.dump import dump_model
+        from qconvert.tools.dump import dump_model
 
         click.echo(dump_model(model, as_json=as_json, sections=sections, tensor=tensor), nl=False)
 
@@ -239,7 +253,7 @@ def run(model: str, input_path: str, output: str | None, trace: bool, quantize_i
     double precision, from the stored 64-bit factor, emulated with integers).
     """
     def work() -> None:
-        from qconvert.runtime.command import run_command
+        from qconvert.tools.run import run_command
 
         click.echo(run_command(model, input_path, output, trace, quantize_inputs, integer_fc), nl=False)
 
@@ -278,7 +292,7 @@ def compare(model: str, tflite: str, data: str, samples: int | None, seed: int, 
     def work() -> None:
         import json
 
-        from qconvert import compare as cmp
+        from qconvert.tools import compare as cmp
 
         report = cmp.compare(model, tflite, data, samples=samples, seed=seed, fake_quant=fake_quant,
                              inputs=_names(inputs), outputs=_names(outputs), input_shapes=input_shapes or None)
@@ -317,13 +331,13 @@ def _calibration_progress():  # type: ignore[no-untyped-def]
     """A progress line on a terminal; nothing in CI or when stderr is not a terminal."""
     if os.environ.get("CI", "").lower() in ("1", "true") or not sys.stderr.isatty():
         return None
-    from qconvert.prepare.calibrate import print_progress
+    from qconvert.calibration.calibrate import print_progress
 
     return print_progress
 
 
 def _guard(work, debug: bool) -> None:
-    from qconvert.converter.ir import ConversionError, UsageError
+    from qconvert.errors import ConversionError, UsageError
 
     try:
         work()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from qconvert.converter.ir import Graph, Node, QuantParams, Tensor
+from qconvert.ir import Graph, Node, QuantParams, Tensor
 
 
 def graph_with_input(shape=(1, 4, 4, 3), name="x") -> Graph:

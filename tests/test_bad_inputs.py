@@ -14,7 +14,7 @@ from typing import Callable
 import pytest
 
 from qconvert.cli import main
-from qconvert.converter.graphdef import GraphDef
+from qconvert.frontend.graphdef import GraphDef
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "models" / "example_qat.pb"

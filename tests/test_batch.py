@@ -21,7 +21,7 @@ from qconvert.cli import main
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "models" / "example_qat.pb"
 DIGITS = ROOT / "models" / "digits_qat.pb"
-SCHEMA = json.loads((ROOT / "qconvert" / "report_schema.json").read_text())
+SCHEMA = json.loads((ROOT / "qconvert" / "tools" / "report_schema.json").read_text())
 GOOD = ("digits_qat", "example_qat")
 MANIFEST = """
 [defaults]
@@ -239,8 +239,8 @@ def test_convert_report(tmp_path: Path) -> None:
 
 
 def test_node_is_taken_from_the_message() -> None:
-    from qconvert.batch import build_record
-    from qconvert.converter.ir import ConversionError
+    from qconvert.errors import ConversionError
+    from qconvert.tools.batch import build_record
 
     rec = build_record("m.pb", "m.tflite", error=ConversionError("node 'conv1/Conv2D' (Conv2D): bad weights"))
     assert rec["node"] == "conv1/Conv2D" and rec["status"] == "failed"

@@ -23,8 +23,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from qconvert.converter import quant_math as qm
-from qconvert.converter.ir import ConversionError, Graph, Node, Tensor
+from qconvert import quant as qm
+from qconvert.errors import ConversionError
+from qconvert.ir import Graph, Node, Tensor
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,6 +50,7 @@ def test_calibration_matches_tensorflow_ptq(name: str) -> None:
     pytest.importorskip("tensorflow", reason="TensorFlow's post-training quantizer is the oracle")
     import corpus
     import oracle
+
     from qconvert.api import convert_graph
 
     m = corpus.build_float_graph(name)
@@ -110,7 +112,7 @@ def _graph(*nodes: tuple[str, list[str], str], inputs=("x",), shape=(1, 4, 4, 2)
 
 
 def test_same_scale_results_take_their_operand_range_and_fixed_outputs_drop_theirs() -> None:
-    from qconvert.prepare.calibrate import drop_redundant
+    from qconvert.calibration.calibrate import drop_redundant
 
     g = _graph(("RELU", ["x"], "a"), ("MAX_POOL_2D", ["a"], "p"), ("RESHAPE", ["p"], "r"), ("LOGISTIC", ["r"], "s"))
     stats = {n: (-1.0, 1.0) for n in ("x", "a", "p", "r", "s")}
@@ -118,7 +120,7 @@ def test_same_scale_results_take_their_operand_range_and_fixed_outputs_drop_thei
 
 
 def test_concatenation_keeps_its_result_range_and_drops_its_operands() -> None:
-    from qconvert.prepare.calibrate import drop_redundant
+    from qconvert.calibration.calibrate import drop_redundant
 
     g = _graph(("RELU", ["x"], "a"), ("RELU6", ["x"], "b"), ("CONCATENATION", ["a", "b"], "c"))
     stats = {n: (0.0, 1.0) for n in ("x", "a", "b", "c")}
@@ -126,7 +128,7 @@ def test_concatenation_keeps_its_result_range_and_drops_its_operands() -> None:
 
 
 def test_an_in_place_add_widens_its_operand_range() -> None:
-    from qconvert.prepare.calibrate import _in_place_unions
+    from qconvert.calibration.calibrate import _in_place_unions
 
     # y = relu(x) read twice (not shareable); z = y2 + y (y2 read once: shared); out = z * 2
     g = _graph(("RELU", ["x"], "y"), ("RELU6", ["y"], "y2"), ("ADD", ["y2", "y"], "z"), ("MUL", ["z", "y"], "out"))
@@ -141,7 +143,7 @@ def test_an_in_place_add_widens_its_operand_range() -> None:
 # --- data files and the command line -------------------------------------------------
 
 def test_load_samples_npz_npy_directory_and_limit(tmp_path: Path) -> None:
-    from qconvert.calibration_data import load_samples
+    from qconvert.calibration.data import load_samples
 
     a = np.arange(5 * 3, dtype=np.float32).reshape(5, 3)
     np.savez(tmp_path / "d.npz", x=a)
@@ -227,8 +229,9 @@ def test_cli_bad_ranges_file_is_one_line(float_pb, tmp_path: Path, content: str,
 
 def test_ranges_file_overrides_a_calibrated_range(float_pb, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     path, m = float_pb
-    from qconvert.api import convert_graph
     import oracle
+
+    from qconvert.api import convert_graph
 
     base = convert_graph(path, calibration_data=_samples(m)).model
     over = convert_graph(path, calibration_data=_samples(m), ranges_file={"Add": [-8.0, 8.0]}).model
@@ -241,6 +244,7 @@ def test_ranges_file_overrides_a_calibrated_range(float_pb, tmp_path: Path) -> N
 def test_data_for_a_fully_qat_graph_changes_nothing() -> None:
     pytest.importorskip("tensorflow", reason="the corpus graph is built with TensorFlow")
     import corpus
+
     from qconvert.api import convert_graph
 
     m = corpus.build_model("residual")
@@ -273,7 +277,7 @@ def test_batch_manifest_calibrates_a_float_graph(float_pb, tmp_path: Path) -> No
 
 def test_images_as_calibration_data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     Image = pytest.importorskip("PIL.Image", reason="Pillow reads images")
-    from qconvert.calibration_data import load_samples
+    from qconvert.calibration.data import load_samples
 
     pixels = np.array([[[0, 128, 255], [10, 20, 30], [200, 100, 50]],
                        [[1, 2, 3], [4, 5, 6], [7, 8, 9]]], dtype=np.uint8)  # 2 x 3, RGB
@@ -298,11 +302,11 @@ def test_images_as_calibration_data(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 
 def test_executor_space_to_batch_and_back_match_tensorflow() -> None:
     tf = pytest.importorskip("tensorflow", reason="TensorFlow's ops are the oracle")
-    from qconvert.converter import executor
+    from qconvert.ops import kernels
 
     x = np.random.default_rng(0).normal(size=(3, 5, 6, 2)).astype(np.float32)
     block, pads, crops = np.array([2, 3]), np.array([[1, 0], [0, 3]]), np.array([[1, 0], [2, 1]])
-    s2b = executor._space_to_batch(None, x, block, pads)  # type: ignore[arg-type]
+    s2b = kernels.space_to_batch_nd(None, x, block, pads)
     np.testing.assert_array_equal(s2b, tf.space_to_batch_nd(x, block, pads).numpy())
-    b2s = executor._batch_to_space(None, s2b, block, crops)  # type: ignore[arg-type]
+    b2s = kernels.batch_to_space_nd(None, s2b, block, crops)
     np.testing.assert_array_equal(b2s, tf.compat.v1.batch_to_space_nd(s2b, block, crops).numpy())

@@ -16,7 +16,7 @@ import sys
 import numpy as np
 import pytest
 
-from qconvert.prepare import calibration_methods as cm
+from qconvert.calibration import methods as cm
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 METHODS = ["minmax", "percentile", "entropy", "mse"]
@@ -69,7 +69,9 @@ def test_entropy_on_a_gaussian_clips_a_few_sigmas_out() -> None:
 # --- real models -------------------------------------------------------------------------
 
 def _freeze(tf, fn, shape):  # type: ignore[no-untyped-def]
-    from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
+    from tensorflow.python.framework.convert_to_constants import (
+        convert_variables_to_constants_v2,
+    )
 
     concrete = tf.function(fn).get_concrete_function(tf.TensorSpec(shape, tf.float32, name="input"))
     frozen = convert_variables_to_constants_v2(concrete)

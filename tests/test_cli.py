@@ -132,7 +132,7 @@ def test_help_is_usage_not_error() -> None:
 
 
 def test_default_ranges_and_allow_float_flags(tmp_path: Path, capsys) -> None:
-    from qconvert.converter.graphdef import GraphDef
+    from qconvert.frontend.graphdef import GraphDef
 
     gd = GraphDef.FromString(EXAMPLE.read_bytes())
     # drop the FakeQuant after the first convolution's ReLU: its readers now read the ReLU directly
@@ -162,7 +162,7 @@ with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.St
 print(json.dumps({"code": code, "modules": sorted(sys.modules)}))
 """
 
-_STAGES = ("qconvert.converter.pipeline", "qconvert.converter.importer", "qconvert.converter.graphdef",
+_STAGES = ("qconvert.converter.pipeline", "qconvert.frontend.importer", "qconvert.frontend.graphdef",
            "qconvert.legalize", "qconvert.prepare", "qconvert.quantize_pass")
 
 
@@ -187,21 +187,21 @@ def _loaded(modules: set[str], prefixes: tuple[str, ...]) -> list[str]:
 def test_help_imports_no_numpy_and_no_converter(args: list[str]) -> None:
     modules = _modules_after(args)
     assert _loaded(modules, ("numpy", "google.protobuf", "ai_edge_litert", "flatbuffers", "tensorflow",
-                             "qconvert.converter", "qconvert.schema", "qconvert.dump", "qconvert.batch")) == []
+                             "qconvert.converter", "qconvert.schema", "qconvert.tools.dump", "qconvert.tools.batch")) == []
 
 
 def test_dump_imports_no_converter_stages_and_no_protobuf(tmp_path: Path) -> None:
     out = tmp_path / "m.tflite"
     assert main([str(EXAMPLE), "--inputs-range", "input=-1,1", "-o", str(out)]) == 0
     modules = _modules_after(["dump", str(out)])
-    assert "qconvert.dump" in modules
-    assert _loaded(modules, _STAGES + ("google.protobuf", "tensorflow", "qconvert.batch")) == []
+    assert "qconvert.tools.dump" in modules
+    assert _loaded(modules, _STAGES + ("google.protobuf", "tensorflow", "qconvert.tools.batch")) == []
 
 
 def test_convert_imports_no_tensorflow_and_no_dump(tmp_path: Path) -> None:
     modules = _modules_after([str(EXAMPLE), "--inputs-range", "input=-1,1", "-o", str(tmp_path / "m.tflite")])
     assert "qconvert.converter.pipeline" in modules
-    assert _loaded(modules, ("tensorflow", "tf_keras", "qconvert.dump", "qconvert.batch")) == []
+    assert _loaded(modules, ("tensorflow", "tf_keras", "qconvert.tools.dump", "qconvert.tools.batch")) == []
 
 
 def test_run_and_compare_import_no_tensorflow_and_no_stages(tmp_path: Path) -> None:
@@ -212,8 +212,8 @@ def test_run_and_compare_import_no_tensorflow_and_no_stages(tmp_path: Path) -> N
     np.save(tmp_path / "x.npy", np.zeros((1, 28, 28, 1), np.int8))
     modules = _modules_after(["run", str(out), "--input", str(tmp_path / "x.npy")])
     assert "qconvert.runtime.kernels" in modules
-    assert _loaded(modules, _STAGES + ("google.protobuf", "tensorflow", "matplotlib", "qconvert.batch")) == []
+    assert _loaded(modules, _STAGES + ("google.protobuf", "tensorflow", "matplotlib", "qconvert.tools.batch")) == []
     np.save(tmp_path / "f.npy", np.zeros((2, 28, 28, 1), np.float32))
     modules = _modules_after(["compare", str(EXAMPLE), str(out), "--data", str(tmp_path / "f.npy")])
-    assert "qconvert.compare" in modules
-    assert _loaded(modules, ("tensorflow", "tf_keras", "matplotlib", "qconvert.batch")) == []
+    assert "qconvert.tools.compare" in modules
+    assert _loaded(modules, ("tensorflow", "tf_keras", "matplotlib", "qconvert.tools.batch")) == []

@@ -22,7 +22,7 @@ pytest.importorskip("tensorflow", reason="the models and the float oracle are bu
 import corpus  # noqa: E402
 
 from qconvert.api import convert  # noqa: E402
-from qconvert.compare import compare  # noqa: E402
+from qconvert.tools.compare import compare  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 NAME = "small_classifier"

@@ -23,7 +23,7 @@ import oracle  # noqa: E402
 import variants  # noqa: E402
 
 from qconvert.api import convert  # noqa: E402
-from qconvert.converter.ir import ConversionError  # noqa: E402
+from qconvert.errors import ConversionError  # noqa: E402
 
 ALL = variants.BIT_EXACT + list(variants.TF_LEAVES_FLOAT) + variants.DOUBLE_FAKE_QUANT
 
@@ -64,7 +64,7 @@ def test_back_to_back_fake_quants_match_tensorflow_and_are_reported(name: str) -
 
 
 def test_unknown_batch_becomes_one() -> None:
-    from qconvert.converter.graphdef import GraphDef
+    from qconvert.frontend.graphdef import GraphDef
 
     m = corpus.build_model(corpus.MODEL_NAMES[0])
     gd = GraphDef.FromString(m.graph_def)

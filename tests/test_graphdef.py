@@ -21,9 +21,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # no packaging config yet; let plain `pytest` find qconvert
     sys.path.insert(0, str(ROOT))
 
-from qconvert.converter import graphdef as gd  # noqa: E402
-from qconvert.converter.ir import ConversionError  # noqa: E402
-
+from qconvert.frontend import graphdef as gd  # noqa: E402
+from qconvert.errors import ConversionError  # noqa: E402
 
 # ---------------------------------------------------------------------------
 # helpers
@@ -315,7 +314,7 @@ def test_random_tensors_match_make_ndarray(dtype, shape, seed, broadcast):
 
 
 def test_importing_the_reader_does_not_import_tensorflow():
-    code = "import qconvert.converter.graphdef, sys; assert 'tensorflow' not in sys.modules"
+    code = "import qconvert.frontend.graphdef, sys; assert 'tensorflow' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, timeout=120)
 
 

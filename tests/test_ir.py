@@ -11,7 +11,8 @@ import random
 
 import pytest
 
-from qconvert.converter.ir import Graph, GraphError, Node
+from qconvert.errors import GraphError
+from qconvert.ir import Graph, Node
 
 
 def scan_producer(nodes: list[Node], tensor: str) -> Node | None:

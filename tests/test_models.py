@@ -39,8 +39,9 @@ def test_demo_models_match_tensorflow(name: str) -> None:
     pytest.importorskip("tensorflow", reason="TensorFlow is the oracle")
     import corpus
     import oracle
-    from qconvert.converter.graphdef import read_graphdef
-    from qconvert.converter.importer import detect_outputs
+
+    from qconvert.frontend.graphdef import read_graphdef
+    from qconvert.frontend.importer import detect_outputs
 
     pb = ROOT / "models" / f"{name}.pb"
     nodes = read_graphdef(pb)

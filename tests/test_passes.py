@@ -4,22 +4,32 @@ run of the code under test."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
-
 from graphs import const, fake_quant, graph_with_input, op, per_tensor
-from qconvert.converter.ir import ConversionError, Graph, UsageError
-from qconvert.converter.qdq import insert_qdq_after, params_in
+
+from qconvert.converter.pipeline import Options
+from qconvert.errors import ConversionError, InvariantError, UsageError
+from qconvert.fold.drop_fake_quant import drop_fake_quant
+from qconvert.fold.fold_constants import fold_constants
+from qconvert.fold.hoist_layout import hoist_layout
+from qconvert.ir import Graph
+from qconvert.ir.passes import Context, Origin
+from qconvert.ir.qdq import insert_qdq_after, params_in
 from qconvert.legalize.fake_quant import legalize_fake_quant
 from qconvert.legalize.input_ranges import set_input_ranges
 from qconvert.legalize.tf_ops import legalize_ops
 from qconvert.prepare.check import check_quantizable
-from qconvert.prepare.drop_fake_quant import drop_fake_quant
-from qconvert.prepare.fold_constants import fold_constants
 from qconvert.prepare.fuse import fuse_activation, fuse_bias_add
-from qconvert.prepare.hoist_layout import hoist_layout
 from qconvert.prepare.propagate import _choose_same_scale, propagate_quant_params
 from qconvert.quantize_pass.fold_ops import fold_quantized_ops, fold_requantize
+
+
+def ctx(**options) -> Context:
+    """A pass context for the given converter options."""
+    return Context(options=Options(**options))
 
 
 def ops(g: Graph) -> list[str]:
@@ -33,7 +43,7 @@ def test_input_range_is_signed_domain():
     # [-1, 1]: scale 2/255; zero point -128 - (-1)/(2/255) = -0.5, rounded half away from 0 -> -1
     g = graph_with_input()
     g.outputs = [op(g, "Relu", ["x"], "y", (1, 4, 4, 3))]
-    set_input_ranges(g, {None: (-1.0, 1.0)})
+    set_input_ranges(g, ctx(input_ranges={None: (-1.0, 1.0)}))
     assert ops(g) == ["QUANTIZE", "DEQUANTIZE", "Relu"]
     q = g.tensors[g.nodes[0].outputs[0]].quant
     assert q.zero_point == (-1,)
@@ -44,17 +54,18 @@ def test_input_range_errors_name_the_input():
     g = graph_with_input()
     g.outputs = [op(g, "Relu", ["x"], "y", (1, 4, 4, 3))]
     with pytest.raises(ConversionError, match=r"input 'x' has no range.*--inputs-range x=MIN,MAX"):
-        set_input_ranges(g, {})
+        set_input_ranges(g, ctx())
     with pytest.raises(UsageError, match=r"'nope'.*inputs are: x"):
-        set_input_ranges(g, {"nope": (0.0, 1.0)})
+        set_input_ranges(g, ctx(input_ranges={"nope": (0.0, 1.0)}))
 
 
 def test_fake_quant_on_input_wins_over_the_range():
     g = graph_with_input()
     g.outputs = [fake_quant(g, "x", 0.0, 6.0, "fq")]
-    set_input_ranges(g, {"x": (-1.0, 1.0)})
+    c = ctx(input_ranges={"x": (-1.0, 1.0)})
+    set_input_ranges(g, c)
     assert ops(g) == ["FakeQuantWithMinMaxVars"]
-    assert "ignored" in g.notes[0]
+    assert "ignored" in c.notes[0]
 
 
 # -- stage 2 -----------------------------------------------------------------
@@ -65,7 +76,7 @@ def test_fake_quant_becomes_q_dq_with_unsigned_nudging():
     # shifted to int8: 0.  (The signed-domain input rule above gives -1 for the same range.)
     g = graph_with_input()
     g.outputs = [fake_quant(g, "x", -1.0, 1.0, "fq")]
-    legalize_fake_quant(g)
+    legalize_fake_quant(g, ctx())
     assert ops(g) == ["FAKE_QUANT", "QUANTIZE", "DEQUANTIZE"]
     q = g.tensors[g.nodes[1].outputs[0]].quant
     assert q.zero_point == (0,) and (q.qmin, q.qmax) == (-128, 127)
@@ -76,20 +87,20 @@ def test_fake_quant_narrow_range_and_errors():
     # [0, 6] narrow: qmin 1, scale 6/254, zp_from_min = 1 -> signed -127; storage [-127, 127]
     g = graph_with_input()
     g.outputs = [fake_quant(g, "x", 0.0, 6.0, "fq", narrow=True)]
-    legalize_fake_quant(g)
+    legalize_fake_quant(g, ctx())
     q = g.tensors[g.nodes[1].outputs[0]].quant
     assert q.zero_point == (-127,) and q.qmin == -127
     g2 = graph_with_input()
     g2.outputs = [fake_quant(g2, "x", 1.0, -1.0, "bad")]
     with pytest.raises(ConversionError, match=r"'bad'.*min > max"):
-        legalize_fake_quant(g2)
+        legalize_fake_quant(g2, ctx())
 
 
 def test_conv2d_legalizes_to_ohwi_with_zero_bias():
     g = graph_with_input()
     w = const(g, "w", np.zeros((3, 3, 3, 5), np.float32))
     g.outputs = [op(g, "Conv2D", ["x", w], "conv", (1, 4, 4, 5), strides=[1, 1, 1, 1], padding="SAME")]
-    legalize_ops(g)
+    legalize_ops(g, ctx())
     assert ops(g) == ["TRANSPOSE", "CONV_2D"]
     assert g.const(g.nodes[0].inputs[1]).tolist() == [3, 0, 1, 2]
     conv = g.nodes[1]
@@ -128,7 +139,7 @@ def set_input_ranges_for_test(g: Graph) -> None:
 def test_weight_fake_quant_folds_and_axis_follows_the_transpose():
     g = _qat_conv()
     for p in (legalize_fake_quant, legalize_ops, fold_constants, hoist_layout, fold_constants, drop_fake_quant):
-        g = p(g)
+        p(g, ctx())
     conv = next(n for n in g.nodes if n.op == "CONV_2D")
     params, immutable = params_in(g, conv.inputs[1])
     assert params.axis == 0 and len(params.scale) == 3 and immutable
@@ -145,7 +156,7 @@ def test_bias_add_and_relu_fuse_into_conv():
     g = _qat_conv()
     for p in (legalize_fake_quant, legalize_ops, fold_constants, hoist_layout, fold_constants, drop_fake_quant,
               fuse_bias_add, fuse_activation):
-        g = p(g)
+        p(g, ctx())
     conv = next(n for n in g.nodes if n.op == "CONV_2D")
     assert conv.attrs["fused_activation_function"] == "RELU"
     assert g.const(conv.inputs[2]).tolist() == pytest.approx([0.1, -0.2, 0.3])
@@ -156,7 +167,7 @@ def test_bias_scale_is_the_double_product():
     g = _qat_conv(per_channel=False)
     for p in (legalize_fake_quant, legalize_ops, fold_constants, hoist_layout, fold_constants, drop_fake_quant,
               fuse_bias_add, fuse_activation, propagate_quant_params, check_quantizable):
-        g = p(g)
+        p(g, ctx())
     conv = next(n for n in g.nodes if n.op == "CONV_2D")
     bias = params_in(g, conv.inputs[2])[0]
     # input [-1,1] unsigned: 2/255; weight [-0.5,0.5] narrow: 1/254; bias = 2/255 * 1/254 in double
@@ -178,18 +189,19 @@ def test_same_scale_choice_follows_tensorflow():
 
 def _two_branch_concat() -> Graph:
     g = graph_with_input((1, 2, 2, 1))
-    insert_qdq_after(g, "x", per_tensor(0.01, 0), "input_range")
+    insert_qdq_after(g, "x", per_tensor(0.01, 0), Origin.INPUT_RANGE)
     a = op(g, "MAX_POOL_2D", ["x/dq"], "a", (1, 2, 2, 1))
     op(g, "RELU", ["x/dq"], "b", (1, 2, 2, 1))
-    insert_qdq_after(g, "b", per_tensor(0.02, -128), "fake_quant")
+    insert_qdq_after(g, "b", per_tensor(0.02, -128), Origin.FAKE_QUANT)
     cat = op(g, "CONCATENATION", [a, "b/dq"], "cat", (1, 2, 2, 2), axis=3, fused_activation_function="NONE")
-    insert_qdq_after(g, cat, per_tensor(0.03, -128), "fake_quant")
+    insert_qdq_after(g, cat, per_tensor(0.03, -128), Origin.FAKE_QUANT)
     g.outputs = ["cat/dq"]
     return g
 
 
 def test_concat_requantizes_its_inputs_to_the_output_params():
-    g = propagate_quant_params(_two_branch_concat())
+    g = _two_branch_concat()
+    propagate_quant_params(g, ctx())
     cat = next(n for n in g.nodes if n.op == "CONCATENATION")
     for name in cat.inputs:
         assert params_in(g, name)[0] == per_tensor(0.03, -128)
@@ -197,7 +209,9 @@ def test_concat_requantizes_its_inputs_to_the_output_params():
     pool_out = next(n for n in g.nodes if n.op == "MAX_POOL_2D").outputs[0]
     q = [n for n in g.consumers(pool_out) if n.op == "QUANTIZE"]
     assert g.tensors[q[0].outputs[0]].quant == per_tensor(0.01, 0)
-    g = fold_requantize(fold_quantized_ops(check_quantizable(g)))
+    c = ctx()
+    for p in (check_quantizable, fold_quantized_ops, fold_requantize):
+        p(g, c)
     requants = [n for n in g.nodes if n.op == "QUANTIZE" and g.tensors[n.inputs[0]].dtype == "int8"]
     # pool -> QUANTIZE(0.01 -> 0.03) stays; RELU -> Q(0.02) -> QUANTIZE(0.03) folds into the RELU
     assert len(requants) == 1 and g.producer(requants[0].inputs[0]).op == "MAX_POOL_2D"
@@ -207,10 +221,10 @@ def test_concat_requantizes_its_inputs_to_the_output_params():
 
 def test_softmax_gets_fixed_output_params():
     g = graph_with_input((1, 4))
-    insert_qdq_after(g, "x", per_tensor(0.1, 0), "input_range")
+    insert_qdq_after(g, "x", per_tensor(0.1, 0), Origin.INPUT_RANGE)
     s = op(g, "SOFTMAX", ["x/dq"], "s", (1, 4), beta=1.0)
     g.outputs = [s]
-    g = propagate_quant_params(g)
+    propagate_quant_params(g, ctx())
     # activations.cc SoftmaxPrepare requires scale 1/256 and zero point -128
     assert [n.op for n in g.consumers("s")] == ["QUANTIZE"]
     assert g.tensors[g.consumers("s")[0].outputs[0]].quant == per_tensor(1 / 256, -128)
@@ -218,12 +232,13 @@ def test_softmax_gets_fixed_output_params():
 
 def test_missing_range_names_every_tensor_and_the_fix():
     g = graph_with_input((1, 4))
-    insert_qdq_after(g, "x", per_tensor(0.1, 0), "input_range")
+    insert_qdq_after(g, "x", per_tensor(0.1, 0), Origin.INPUT_RANGE)
     a = op(g, "RELU", ["x/dq"], "a", (1, 4))
     b = op(g, "RELU6", ["x/dq"], "b", (1, 4))
     g.outputs = [a, b]
     with pytest.raises(ConversionError) as info:
-        check_quantizable(propagate_quant_params(g))
+        propagate_quant_params(g, ctx())
+        check_quantizable(g, ctx())
     msg = str(info.value)
     assert "2 problems" in msg and "'a'" in msg and "'b'" in msg and "add a FakeQuant after" in msg
     assert "\n" not in msg
@@ -238,7 +253,7 @@ def test_relu1_pattern_becomes_relu_n1_to_1():
     g = graph_with_input((1, 4))
     m = op(g, "Maximum", ["x", const(g, "lo", np.float32(-1.0))], "max", (1, 4))
     g.outputs = [op(g, "Minimum", [const(g, "hi", np.float32(1.0)), m], "min", (1, 4))]
-    legalize_clamps(g)
+    legalize_clamps(g, ctx())
     assert ops(g) == ["RELU_N1_TO_1"] and g.nodes[0].inputs == ["x"]
 
 
@@ -248,18 +263,18 @@ def test_other_clamps_stay_minimum_maximum():
     g = graph_with_input((1, 4))
     m = op(g, "Maximum", ["x", const(g, "lo", np.float32(-0.5))], "max", (1, 4))
     g.outputs = [op(g, "Minimum", [m, const(g, "hi", np.float32(0.5))], "min", (1, 4))]
-    legalize_clamps(g)
+    legalize_clamps(g, ctx())
     assert ops(g) == ["Maximum", "Minimum"]
 
 
 def test_identity_arithmetic_is_removed():
-    from qconvert.prepare.identity_arith import remove_identity_arith
+    from qconvert.fold.identity_arith import remove_identity_arith
 
     g = graph_with_input((1, 4))
     a = op(g, "MUL", ["x", const(g, "one", np.float32(1.0))], "a", (1, 4), fused_activation_function="NONE")
     b = op(g, "ADD", [a, const(g, "zero", np.zeros(4, np.float32))], "b", (1, 4), fused_activation_function="NONE")
     g.outputs = [op(g, "SUB", [const(g, "z2", np.float32(0.0)), b], "c", (1, 4), fused_activation_function="NONE")]
-    remove_identity_arith(g)
+    remove_identity_arith(g, ctx())
     assert ops(g) == ["SUB"]  # 0 - x is not x
 
 
@@ -268,9 +283,9 @@ def test_quantize_constants_rounds_half_away_from_zero():
 
     g = graph_with_input((1, 4))
     w = const(g, "w", np.array([0.25, -0.25, 0.75, 12.0], np.float32))
-    insert_qdq_after(g, w, per_tensor(0.5, 0), "weight")
+    insert_qdq_after(g, w, per_tensor(0.5, 0), Origin.WEIGHT)
     g.outputs = ["w/dq"]
-    quantize_constants(g)
+    quantize_constants(g, ctx())
     # 0.25/0.5 = 0.5 -> 1; -0.5 -> -1; 1.5 -> 2; 24 stays 24
     assert g.const("w/q").tolist() == [1, -1, 2, 24] and g.tensors["w/q"].dtype == "int8"
 
@@ -279,38 +294,34 @@ def test_int8_io_and_names():
     from qconvert.quantize_pass.io import quantize_io, rename_io
 
     g = graph_with_input((1, 4))
-    insert_qdq_after(g, "x", per_tensor(0.1, 0), "input_range")
+    insert_qdq_after(g, "x", per_tensor(0.1, 0), Origin.INPUT_RANGE)
     g.outputs = ["x/dq"]
-    quantize_io(g)
+    quantize_io(g, ctx())
     assert g.inputs == ["x/q"] and g.outputs == ["x/q"] and ops(g) == []
     g.tensors["x/q"].data = None
-    rename_io(g, ["x"], ["y"])
+    g.input_names, g.output_names = ["x"], ["y"]
+    rename_io(g, ctx())
     assert g.inputs == ["x"]
 
 
 @pytest.mark.parametrize("each_pass", [True, False])
 def test_a_broken_pass_is_reported_with_its_stage(monkeypatch, each_pass):
     from qconvert.converter import pipeline
-    from qconvert.converter.ir import Tensor
+    from qconvert.ir import Tensor
 
-    def broken(graph):
+    def broken(graph, ctx):
         graph.outputs.append("ghost")
-        return graph
+        return True
 
-    original = pipeline.stages
-
-    def patched(options):
-        st = original(options)
-        st[1][1].insert(0, broken)  # first pass of 'legalize': later passes run before the stage check
-        return st
-
-    monkeypatch.setattr(pipeline, "stages", patched)
+    # first pass of 'legalize': later passes run before the stage check
+    stages = tuple(replace(s, passes=(broken, *s.passes)) if s.name == "legalize" else s for s in pipeline.STAGES)
+    monkeypatch.setattr(pipeline, "STAGES", stages)
     monkeypatch.setenv("QCONVERT_CHECK_EACH_PASS", "0")
     g = graph_with_input((1, 4))
     g.outputs = [fake_quant(g, "x", -1.0, 1.0, "fq")]
     g.add_tensor(Tensor("unused", "float32", (1,)))
     where = r"pass broken" if each_pass else r"rerun with --debug to name the pass"
-    with pytest.raises(pipeline.InvariantError, match=rf"after stage 'legalize' \({where}\).*'ghost'"):
+    with pytest.raises(InvariantError, match=rf"after stage 'legalize' \({where}\).*'ghost'"):
         pipeline.run(g, pipeline.Options(check_each_pass=each_pass))
 
 
@@ -331,16 +342,16 @@ def test_work_list_runs_last_op_first():
     # concat(pool(a), pool(c)) with no FakeQuant after: TF's driver pops the last op first, so
     # the second pool decides the concat's parameters and the first pool is requantized.
     g = graph_with_input((1, 2, 2, 1))
-    insert_qdq_after(g, "x", per_tensor(0.01, 0), "input_range")
+    insert_qdq_after(g, "x", per_tensor(0.01, 0), Origin.INPUT_RANGE)
     a = op(g, "RELU", ["x/dq"], "a", (1, 2, 2, 1))
-    insert_qdq_after(g, a, per_tensor(0.02, 0), "fake_quant")
+    insert_qdq_after(g, a, per_tensor(0.02, 0), Origin.FAKE_QUANT)
     c = op(g, "RELU6", ["x/dq"], "c", (1, 2, 2, 1))
-    insert_qdq_after(g, c, per_tensor(0.03, -128), "fake_quant")
+    insert_qdq_after(g, c, per_tensor(0.03, -128), Origin.FAKE_QUANT)
     pa = op(g, "MAX_POOL_2D", ["a/dq"], "pa", (1, 2, 2, 1))
     pc = op(g, "MAX_POOL_2D", ["c/dq"], "pc", (1, 2, 2, 1))
     cat = op(g, "CONCATENATION", [pa, pc], "cat", (1, 2, 2, 2), axis=3, fused_activation_function="NONE")
     g.outputs = [cat]
-    propagate_quant_params(g)
+    propagate_quant_params(g, ctx())
     concat = next(n for n in g.nodes if n.op == "CONCATENATION")
     assert [params_in(g, i)[0] for i in concat.inputs] == [per_tensor(0.03, -128)] * 2
 
@@ -349,16 +360,16 @@ def test_batch_norm_fold_keeps_the_weight_grid_and_scales_by_abs_multiplier():
     from qconvert.prepare.fuse import fold_mul_into_weights
 
     g = graph_with_input((1, 1, 1, 2))
-    insert_qdq_after(g, "x", per_tensor(0.1, 0), "input_range")
+    insert_qdq_after(g, "x", per_tensor(0.1, 0), Origin.INPUT_RANGE)
     w = const(g, "w", np.array([[[[0.5]]], [[[-0.25]]]], np.float32))  # OHWI, 2 channels
-    from qconvert.converter.ir import QuantParams
+    from qconvert.ir import QuantParams
 
-    insert_qdq_after(g, w, QuantParams((0.5 / 127, 0.5 / 127), (0, 0), axis=0, qmin=-127), "fake_quant")
+    insert_qdq_after(g, w, QuantParams((0.5 / 127, 0.5 / 127), (0, 0), axis=0, qmin=-127), Origin.FAKE_QUANT)
     b = const(g, "b", np.array([1.0, 2.0], np.float32))
     c = op(g, "CONV_2D", ["x/dq", "w/dq", b], "c", (1, 1, 1, 2), fused_activation_function="NONE")
     m = const(g, "m", np.array([2.0, -3.0], np.float32))
     g.outputs = [op(g, "MUL", [c, m], "y", (1, 1, 1, 2), fused_activation_function="NONE")]
-    fold_mul_into_weights(g)
+    fold_mul_into_weights(g, ctx())
     conv = next(n for n in g.nodes if n.op == "CONV_2D")
     params = params_in(g, conv.inputs[1])[0]
     # scales (0.5/127)·|2| and (0.5/127)·|-3|; weights 0.5·2 = 1 and -0.25·-3 = 0.75; bias 2 and -6
@@ -380,7 +391,7 @@ def test_dilated_conv_pattern_folds():
               strides=[1, 1, 1, 1], padding="VALID")
     g.outputs = [op(g, "BatchToSpaceND", [conv, blk, const(g, "crops", np.zeros((2, 2), np.int32))],
                     "b2s", (1, 8, 8, 1))]
-    fold_dilated_conv(g)
+    fold_dilated_conv(g, ctx())
     assert ops(g) == ["Conv2D"]
     node = g.nodes[0]
     assert node.inputs[0] == "x" and node.attrs["dilations"] == [1, 2, 2, 1] and node.attrs["padding"] == "SAME"
@@ -393,7 +404,7 @@ def test_reshape_moves_above_a_fake_quant():
     g = graph_with_input((1, 2, 2, 1))
     fq = fake_quant(g, "x", -1.0, 1.0, "fq")
     g.outputs = [op(g, "Reshape", [fq, const(g, "shape", np.array([1, 4], np.int32))], "r", (1, 4))]
-    move_reshape_above_fake_quant(g)
+    move_reshape_above_fake_quant(g, ctx())
     assert ops(g) == ["Reshape", "FakeQuantWithMinMaxVars"]
     assert g.nodes[0].inputs[0] == "x" and g.outputs == ["fq"] and g.tensors["fq"].shape == (1, 4)
 
@@ -402,24 +413,26 @@ def test_back_to_back_fake_quants_keep_the_first_range():
     from qconvert.quantize_pass.back_to_back import drop_back_to_back_fake_quant
 
     g = graph_with_input((1, 4))
-    insert_qdq_after(g, "x", per_tensor(0.1, 0), "fake_quant")
-    insert_qdq_after(g, "x/dq", per_tensor(0.2, 0), "fake_quant")
+    insert_qdq_after(g, "x", per_tensor(0.1, 0), Origin.FAKE_QUANT)
+    insert_qdq_after(g, "x/dq", per_tensor(0.2, 0), Origin.FAKE_QUANT)
     g.outputs = [op(g, "RELU", ["x/dq/dq"], "r", (1, 4))]
-    drop_back_to_back_fake_quant(g)
-    assert g.nodes[-1].inputs == ["x/dq"] and "two FakeQuants in a row" in g.notes[0]
+    c = ctx()
+    drop_back_to_back_fake_quant(g, c)
+    assert g.nodes[-1].inputs == ["x/dq"] and "two FakeQuants in a row" in c.notes[0]
 
 
 def test_conv_weights_with_a_nonzero_zero_point_are_refused():
     # TF writes such a model, and LiteRT then refuses to run it (conv.cc: zero point must be 0).
-    from qconvert.converter.ir import QuantParams
+    from qconvert.ir import QuantParams
 
     g = graph_with_input((1, 1, 1, 1))
-    insert_qdq_after(g, "x", per_tensor(0.1, 0), "input_range")
+    insert_qdq_after(g, "x", per_tensor(0.1, 0), Origin.INPUT_RANGE)
     w = const(g, "w", np.ones((1, 1, 1, 1), np.float32))
-    insert_qdq_after(g, w, QuantParams((0.01,), (-1,)), "fake_quant")
+    insert_qdq_after(g, w, QuantParams((0.01,), (-1,)), Origin.FAKE_QUANT)
     c = op(g, "CONV_2D", ["x/dq", "w/dq", const(g, "b", np.zeros(1, np.float32))], "c", (1, 1, 1, 1),
            fused_activation_function="NONE")
-    insert_qdq_after(g, c, per_tensor(0.1, 0), "fake_quant")
+    insert_qdq_after(g, c, per_tensor(0.1, 0), Origin.FAKE_QUANT)
     g.outputs = ["c/dq"]
     with pytest.raises(ConversionError, match=r"zero point \[-1\].*narrow_range=True"):
-        check_quantizable(propagate_quant_params(g))
+        propagate_quant_params(g, ctx())
+        check_quantizable(g, ctx())

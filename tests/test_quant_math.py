@@ -1,4 +1,4 @@
-"""Tests for qconvert.converter.quant_math.
+"""Tests for qconvert.quant.
 
 Three layers: values worked out by hand (the derivation is in the comments),
 hypothesis properties, and oracles that run TensorFlow 2.21 / LiteRT itself
@@ -17,8 +17,9 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from qconvert.converter import quant_math as qm
-from qconvert.converter.ir import QuantParams
+from qconvert import quant as qm
+from qconvert.quant import fake_quant
+from qconvert.ir import QuantParams
 
 F32 = np.float32
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
@@ -543,7 +544,7 @@ def test_fake_quant_float32_lands_on_grid(a: float, b: float, bits: int, narrow:
     assume(hi - lo > 1e-3)
     x = np.linspace(lo * 1.5 - 1, hi * 1.5 + 1, 101, dtype=np.float32)
     out = qm.fake_quant_float32(x, lo, hi, bits, narrow)
-    nlo, nhi, sc, _ = qm._nudge_f32(F32(lo), F32(hi), int(narrow), (1 << bits) - 1)
+    nlo, nhi, sc, _ = fake_quant._nudge_f32(F32(lo), F32(hi), int(narrow), (1 << bits) - 1)
     k = np.round(out.astype(np.float64) / float(sc))
     assert np.array_equal(out, (k * sc).astype(np.float32))  # (q - zp) * scale
     assert k.min() >= round(float(nlo) / float(sc)) and k.max() <= round(float(nhi) / float(sc))
@@ -589,7 +590,7 @@ def test_oracle_fake_quant_per_tensor(tf):
         lo, hi = (F32(v) for v in _random_range(rng, case % 5))
         x = (rng.standard_normal(257) * max(abs(lo), abs(hi)) * 1.3).astype(np.float32)
         # exact grid points and half-steps exercise the ties
-        nlo, _, sc, _ = qm._nudge_f32(lo, hi, int(narrow), (1 << bits) - 1)
+        nlo, _, sc, _ = fake_quant._nudge_f32(lo, hi, int(narrow), (1 << bits) - 1)
         k = np.arange(-3, 40, dtype=np.float32)
         x[: k.size] = (nlo + k * sc).astype(np.float32)
         x[k.size : 2 * k.size] = (nlo + (k + F32(0.5)) * sc).astype(np.float32)

@@ -1,6 +1,6 @@
 """The stored multiplier/shift parameters, checked against a from-scratch
 implementation of TFLite's Prepare formulas (written here, independently of
-qconvert.converter.quant_math) applied to the float32 scales in the file.
+qconvert.quant) applied to the float32 scales in the file.
 
 Formulas: kernel_util.cc PopulateConvolutionQuantizationParams (conv/depthwise,
 double product per channel), GetQuantizedConvolutionMultipler (FC: float32 product),

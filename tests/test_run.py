@@ -237,7 +237,7 @@ def _corrupt_first_multiplier(tflite: bytes, op_index: int, delta: int) -> bytes
 
 
 def test_a_corrupted_multiplier_changes_the_result_and_dump_flags_it(example: bytes, tmp_path: Path) -> None:
-    from qconvert.dump import describe
+    from qconvert.tools.dump import describe
 
     bad = _corrupt_first_multiplier(example, 0, -(2**28))  # CONV_2D channel 0: multiplier x ~0.85
     rng = np.random.default_rng(2)
@@ -405,7 +405,7 @@ def test_damaged_files_fail_with_one_line_not_a_crash(example: bytes) -> None:
     sys.path.insert(0, str(ROOT / "bench"))
     import fuzz
 
-    from qconvert.converter.ir import ConversionError
+    from qconvert.errors import ConversionError
 
     x = {"input": np.random.default_rng(11).integers(-128, 128, (1, 8, 8, 1)).astype(np.int8)}
     outcomes = {"ran": 0, "refused": 0}

@@ -12,8 +12,9 @@ import time
 import numpy as np
 import pytest
 
-from qconvert.converter.ir import Graph, Node, QuantParams, Tensor
-from qconvert.schema import read_model, write_model
+from qconvert.ir import Graph, Node, QuantParams, Tensor
+from qconvert.schema.reader import read_model
+from qconvert.schema.writer import write_model
 from qconvert.schema import requant_metadata as rq
 from qconvert.schema.writer import min_runtime_version
 

@@ -30,7 +30,9 @@ def keras_model(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-un
     folder = tmp_path_factory.mktemp("tfin")
     model.save(folder / "m.keras")
     model.export(str(folder / "saved"))
-    from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
+    from tensorflow.python.framework.convert_to_constants import (
+        convert_variables_to_constants_v2,
+    )
 
     concrete = tf.function(lambda x: model(x, training=False)).get_concrete_function(
         tf.TensorSpec([1, 8, 8, 3], tf.float32, name="input"))
@@ -58,6 +60,7 @@ def test_keras_file_gives_the_same_file_as_its_frozen_pb(keras_model) -> None:  
 
 def test_saved_model_gives_the_same_file_as_its_frozen_signature(keras_model) -> None:  # type: ignore[no-untyped-def]
     import oracle
+
     from qconvert.api import convert_graph
 
     folder, outputs, samples = keras_model
@@ -83,8 +86,8 @@ def test_a_broken_saved_model_is_one_line(tmp_path: Path) -> None:
 
 
 def test_without_tensorflow_the_error_names_the_extra(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from qconvert.converter.ir import ConversionError
-    from qconvert.converter.tf_frozen import freeze
+    from qconvert.errors import ConversionError
+    from qconvert.frontend.tf_frozen import freeze
 
     (tmp_path / "m.keras").write_bytes(b"PK")
     monkeypatch.setitem(sys.modules, "tensorflow", None)  # import tensorflow -> ImportError
@@ -94,7 +97,7 @@ def test_without_tensorflow_the_error_names_the_extra(tmp_path: Path, monkeypatc
 
 def test_compare_takes_a_saved_model(keras_model, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     from qconvert.api import convert_graph
-    from qconvert.compare import compare
+    from qconvert.tools.compare import compare
 
     folder, _, samples = keras_model
     x = json.loads((folder / "saved.json").read_text())["in"][0]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+
 def v_pad_sym(b):
     tf = b.tf
     x = b.input("input", [1, 8, 8, 3], (-1, 1))

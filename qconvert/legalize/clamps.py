@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from qconvert.converter.ir import Graph, Node
+from qconvert.ir import Graph, Node
+from qconvert.ir.passes import Context
 
 _PAIRS = {(-1.0, 1.0): "RELU_N1_TO_1", (0.0, 6.0): "RELU6"}
 
@@ -30,8 +31,9 @@ def _bound(graph: Graph, node: Node) -> tuple[str, float] | None:
     return None
 
 
-def legalize_clamps(graph: Graph) -> Graph:
+def legalize_clamps(graph: Graph, ctx: Context) -> bool:
     dead = []
+    changed = False
     for outer in graph:
         if outer.op not in ("Minimum", "Maximum"):
             continue
@@ -47,9 +49,11 @@ def legalize_clamps(graph: Graph) -> Graph:
             if act is not None:
                 outer.op, outer.inputs, outer.attrs = act, [ib[0]], {}
                 dead.append(inner)
+                changed = True
                 continue
         if outer.op == "Maximum" and ob[1] == 0.0:
             outer.op, outer.inputs, outer.attrs = "RELU", [ob[0]], {}
+            changed = True
     graph.remove_nodes(dead)
     graph.prune()
-    return graph
+    return changed or bool(dead)

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from qconvert.converter.ir import Graph
-from qconvert.converter.ops import _window_out
+from qconvert.ir import Graph
+from qconvert.ir.passes import Context
+from qconvert.ops.windows import window_out as _window_out
 
 _CONVS = ("Conv2D", "DepthwiseConv2dNative")
 
 
-def fold_dilated_conv(graph: Graph) -> Graph:
+def fold_dilated_conv(graph: Graph, ctx: Context) -> bool:
     dead = []
     for b2s in graph:
         if b2s.op != "BatchToSpaceND":
@@ -63,4 +64,4 @@ def fold_dilated_conv(graph: Graph) -> Graph:
         dead += [s2b, b2s]
     graph.remove_nodes(dead)
     graph.prune()
-    return graph
+    return bool(dead)

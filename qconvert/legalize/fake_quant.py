@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from qconvert.converter.ir import ConversionError, Graph, Node, Tensor
-from qconvert.converter.qdq import insert_qdq_after
+from qconvert.errors import ConversionError
+from qconvert.ir import Graph, Node, Tensor
+from qconvert.ir.passes import Context, Origin
+from qconvert.ir.qdq import insert_qdq_after
+from qconvert.quant import fake_quant_params, fake_quant_params_per_channel
 
 _VARIANTS = {
     "FakeQuantWithMinMaxArgs": "args",
@@ -45,11 +48,12 @@ def _range_of(graph: Graph, node) -> tuple[float, float] | None:
     return None
 
 
-def move_reshape_above_fake_quant(graph: Graph) -> None:
+def move_reshape_above_fake_quant(graph: Graph, ctx: Context) -> bool:
     """``FakeQuant(x) ──▶ Reshape`` ⇒ ``Reshape(x) ──▶ FakeQuant`` when the FakeQuant has no other
     reader, as TensorFlow's converter rewrites it before quantizing. On a graph input this
     matters: the input is then no longer followed by a FakeQuant, so ``--inputs-range`` sets
     its parameters and a requantize to the FakeQuant's range follows the Reshape."""
+    moved = False
     for fq in graph:
         if fq.op not in ("FakeQuantWithMinMaxVars", "FakeQuantWithMinMaxArgs"):
             continue
@@ -68,11 +72,14 @@ def move_reshape_above_fake_quant(graph: Graph) -> None:
             r.inputs = [fq_out if i == r_out else i for i in r.inputs]
         graph.outputs = [fq_out if o == r_out else o for o in graph.outputs]
         graph.move_after(fq, reshape)
+        moved = True
+    return moved
 
 
-def concat_union_ranges(graph: Graph) -> None:
+def concat_union_ranges(graph: Graph) -> bool:
     """A ConcatV2 of FakeQuant outputs with no FakeQuant after it gets one over the
     union of its inputs' ranges, as TensorFlow's converter does (measured on TF 2.21)."""
+    added = False
     for node in graph:
         if node.op != "ConcatV2":
             continue
@@ -98,12 +105,12 @@ def concat_union_ranges(graph: Graph) -> None:
         for r in readers:
             r.inputs = [fq_out if i == out else i for i in r.inputs]
         graph.outputs = [fq_out if o == out else o for o in graph.outputs]
+        added = True
+    return added
 
 
-def legalize_fake_quant(graph: Graph) -> Graph:
-    from qconvert.converter.quant_math import fake_quant_params, fake_quant_params_per_channel
-
-    concat_union_ranges(graph)
+def legalize_fake_quant(graph: Graph, ctx: Context) -> bool:
+    changed = concat_union_ranges(graph)
     for node in graph:
         variant = _VARIANTS.get(node.op)
         if variant is None:
@@ -147,5 +154,6 @@ def legalize_fake_quant(graph: Graph) -> Graph:
             "per_channel": per_channel,
             "variant": "args" if variant == "args" else "vars",
         }
-        insert_qdq_after(graph, out, params, "fake_quant")
-    return graph
+        insert_qdq_after(graph, out, params, Origin.FAKE_QUANT)
+        changed = True
+    return changed

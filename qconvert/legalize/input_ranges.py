@@ -13,8 +13,11 @@ from __future__ import annotations
 import math
 from typing import Mapping
 
-from qconvert.converter.ir import ConversionError, Graph, UsageError
-from qconvert.converter.qdq import insert_qdq_after
+from qconvert.errors import ConversionError, UsageError
+from qconvert.ir import Graph
+from qconvert.ir.passes import Context, Origin
+from qconvert.ir.qdq import insert_qdq_after
+from qconvert.quant import input_range_params, signed_range_params
 
 _FAKE_QUANTS = {"FakeQuantWithMinMaxArgs", "FakeQuantWithMinMaxVars", "FakeQuantWithMinMaxVarsPerChannel"}
 
@@ -42,26 +45,27 @@ def resolve_ranges(graph: Graph, ranges: Mapping[str | None, tuple[float, float]
     return out
 
 
-def set_input_ranges(
-    graph: Graph, ranges: Mapping[str | None, tuple[float, float]], default: tuple[float, float] | None = None,
-    calibrating: bool = False,
-) -> Graph:
-    """``calibrating``: an input with no range is left to calibration (stage 4a')."""
-    from qconvert.converter.quant_math import input_range_params, signed_range_params
-
+def set_input_ranges(graph: Graph, ctx: Context) -> bool:
+    """Ranges from ``ctx.options``: ``input_ranges``, ``default_ranges``; with calibration
+    data an input with no range is left to calibration (stage 4a')."""
+    ranges = ctx.options.input_ranges
+    default = ctx.options.default_ranges
+    calibrating = ctx.options.calibration is not None
+    changed = False
     named = resolve_ranges(graph, ranges)
     for name in graph.inputs:
         readers = graph.consumers(name)
         if readers and all(n.op in _FAKE_QUANTS and n.inputs[0] == name for n in readers):
             if name in named:
-                graph.notes.append(
+                ctx.note(
                     f"input '{name}': the FakeQuant '{readers[0].name}' after it sets its range; "
                     f"--inputs-range {name}={named[name][0]:g},{named[name][1]:g} is ignored (as in TensorFlow)"
                 )
             continue
         if name not in named and default is not None:
-            graph.notes.append(f"input '{name}' has no range: --default-ranges {default[0]:g},{default[1]:g} used")
-            insert_qdq_after(graph, name, signed_range_params(*default), "default")
+            ctx.note(f"input '{name}' has no range: --default-ranges {default[0]:g},{default[1]:g} used")
+            insert_qdq_after(graph, name, signed_range_params(*default), Origin.DEFAULT_RANGE)
+            changed = True
             continue
         if name not in named and calibrating:
             continue
@@ -71,5 +75,6 @@ def set_input_ranges(
                 f"(the float range of the data you feed, e.g. -1,1), or --calibration-data for a float graph"
             )
         lo, hi = named[name]
-        insert_qdq_after(graph, name, input_range_params(lo, hi), "input_range")
-    return graph
+        insert_qdq_after(graph, name, input_range_params(lo, hi), Origin.INPUT_RANGE)
+        changed = True
+    return changed

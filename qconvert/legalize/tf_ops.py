@@ -19,8 +19,10 @@ from typing import Callable
 
 import numpy as np
 
-from qconvert.converter.ir import ConversionError, Graph, Node, Tensor
-from qconvert.converter.ops import TF_OPS
+from qconvert.errors import ConversionError
+from qconvert.frontend.tf_ops import TF_OPS
+from qconvert.ir import Graph, Node, Tensor
+from qconvert.ir.passes import Context
 
 Rewrite = Callable[[Graph, Node], None]
 
@@ -229,11 +231,13 @@ REWRITES: dict[str, Rewrite] = {
 }
 
 
-def legalize_ops(graph: Graph) -> Graph:
+def legalize_ops(graph: Graph, ctx: Context) -> bool:
+    changed = False
     for node in graph:
         rewrite = REWRITES.get(node.op)
         if rewrite is not None:
             rewrite(graph, node)
+            changed = True
         elif node.op in TF_OPS and TF_OPS[node.op].tfl is not None:
             raise ConversionError(f"node '{node.name}': no legalization for {node.op}")
-    return graph
+    return changed

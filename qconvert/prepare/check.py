@@ -1,6 +1,6 @@
 """Stage 4c: every op on the path must be fully quantizable; say which are not.
 
-With ``--allow-float`` the offending ops are marked to stay float instead, and reported.
+With ``--allow-float`` the offending ops are put in ``ctx.float_ops`` instead, and reported.
 
 Requires: after propagation, every float operand of a compute op comes from a
 DEQUANTIZE and every result is read only by QUANTIZE nodes. Anything else would
@@ -11,29 +11,29 @@ that produces it, the ops that read it, and where to add a FakeQuant.
 
 from __future__ import annotations
 
-from qconvert.converter.ir import ConversionError, Graph, Node
-from qconvert.converter.ops import TFL_OPS, Rule
-from qconvert.converter.qdq import params_in
+from qconvert.errors import ConversionError
+from qconvert.ir import Graph, Node
+from qconvert.ir.passes import Context
+from qconvert.ir.qdq import is_dequantize, is_quantize, params_in
+from qconvert.ops import Rule, row
 
-_ZERO_POINT_ZERO_WEIGHTS = ("CONV_2D", "DEPTHWISE_CONV_2D")
 
-
-def check_quantizable(graph: Graph) -> Graph:
+def check_quantizable(graph: Graph, ctx: Context) -> bool:
     missing: dict[str, list[Node]] = {}  # tensor -> readers that need it quantized
     problems: list[str] = []
     culprits: list[Node] = []
     for node in graph.nodes:
-        row = TFL_OPS.get(node.op)
-        if row is None:
+        r = row(node.op)
+        if r is None:
             problems.append(f"node '{node.name}' has op {node.op}, which cannot be quantized")
             continue
-        if row.rule is Rule.QUANT:
+        if r.rule is Rule.QUANT:
             continue
         for name in node.inputs:
             prod = graph.producer(name)
-            if graph.tensors[name].dtype == "float32" and (prod is None or prod.op != "DEQUANTIZE"):
+            if graph.tensors[name].dtype == "float32" and not is_dequantize(prod):
                 missing.setdefault(name, []).append(node)
-        if node.op in _ZERO_POINT_ZERO_WEIGHTS and len(node.inputs) > 1:
+        if r.symmetric_weights and len(node.inputs) > 1:
             params = params_in(graph, node.inputs[1])
             if params is not None and any(params[0].zero_point):
                 culprits.append(node)
@@ -44,12 +44,12 @@ def check_quantizable(graph: Graph) -> Graph:
                 )
         for name in node.outputs:
             readers = graph.consumers(name)
-            if not readers or any(r.op != "QUANTIZE" for r in readers) or name in graph.outputs:
+            if not readers or not all(is_quantize(x) for x in readers) or name in graph.outputs:
                 missing.setdefault(name, [])
     for name, readers in missing.items():
         prod = graph.producer(name)
-        culprits += readers + ([prod] if prod is not None and prod.op not in ("QUANTIZE", "DEQUANTIZE") else [])
-        read = ", ".join(f"{r.op} '{r.name}'" for r in readers)
+        culprits += readers + ([prod] if prod is not None and not (is_quantize(prod) or is_dequantize(prod)) else [])
+        read = ", ".join(f"{x.op} '{x.name}'" for x in readers)
         if graph.tensors[name].data is not None:
             problems.append(f"constant '{name}' (read by {read}) has no quantization range; add a FakeQuant on it")
             continue
@@ -59,23 +59,21 @@ def check_quantizable(graph: Graph) -> Graph:
             f"tensor '{name}' ({what}{where}) has no quantization range; "
             f"add a FakeQuant after '{prod.name if prod is not None else name}'"
         )
-    if problems and graph.allow_float:
-        return _leave_float(graph, culprits, problems)
+    if problems and ctx.allow_float:
+        return _leave_float(ctx, culprits, problems)
     if problems:
         more = f" ({len(problems)} problems)" if len(problems) > 1 else ""
         raise ConversionError("cannot quantize fully" + more + ": " + "; ".join(problems))
-    return graph
+    return False
 
 
-def _leave_float(graph: Graph, culprits: list[Node], problems: list[str]) -> Graph:
+def _leave_float(ctx: Context, culprits: list[Node], problems: list[str]) -> bool:
     """--allow-float: the ops around each problem stay float, with DEQUANTIZE/QUANTIZE at the
     boundaries (the quantize stage keeps those pairs as real ops). Each float op is reported."""
-    seen: set[int] = set()
     for node in culprits:
-        if id(node) in seen:
+        if node in ctx.float_ops:
             continue
-        seen.add(id(node))
-        node.attrs["_float"] = True
-        graph.notes.append(f"{node.op} '{node.name}' stays float32 (--allow-float)")
-    graph.notes.append("why: " + "; ".join(problems))
-    return graph
+        ctx.float_ops.add(node)
+        ctx.note(f"{node.op} '{node.name}' stays float32 (--allow-float)")
+    ctx.note("why: " + "; ".join(problems))
+    return True

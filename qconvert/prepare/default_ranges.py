@@ -10,33 +10,37 @@ measured, so every tensor that got them is reported: this is for experiments.
 
 from __future__ import annotations
 
-from qconvert.converter.ir import Graph
-from qconvert.converter.ops import TFL_OPS, Rule
-from qconvert.converter.qdq import insert_qdq_after
+from qconvert.ir import Graph
+from qconvert.ir.passes import Context, Origin
+from qconvert.ir.qdq import insert_qdq_after, is_quantize
+from qconvert.ops import Rule, row
+from qconvert.prepare.propagate import propagate_quant_params
+from qconvert.quant import signed_range_params
 
 
-def apply_default_ranges(graph: Graph, default: tuple[float, float] | None) -> Graph:
+def apply_default_ranges(graph: Graph, ctx: Context) -> bool:
+    """``--default-ranges`` (``ctx.options.default_ranges``), then propagation again."""
+    default = ctx.options.default_ranges
     if default is None:
-        return graph
-    from qconvert.converter.quant_math import signed_range_params
-
+        return False
     params = signed_range_params(*default)
     filled = []
     for node in list(graph.nodes):
-        row = TFL_OPS.get(node.op)
-        if row is None or row.rule is Rule.QUANT:
+        r = row(node.op)
+        if r is None or r.rule is Rule.QUANT:
             continue
         for out in node.outputs:
             readers = graph.consumers(out)
             if graph.tensors[out].dtype != "float32":
                 continue
-            if readers and all(r.op == "QUANTIZE" for r in readers) and out not in graph.outputs:
+            if readers and all(is_quantize(x) for x in readers) and out not in graph.outputs:
                 continue
-            insert_qdq_after(graph, out, params, "default")
+            insert_qdq_after(graph, out, params, Origin.DEFAULT_RANGE)
             filled.append(out)
     if filled:
         shown = ", ".join(f"'{t}'" for t in filled[:10]) + (f" and {len(filled) - 10} more" if len(filled) > 10 else "")
-        graph.notes.append(
+        ctx.note(
             f"--default-ranges {default[0]:g},{default[1]:g} used for {len(filled)} tensor(s) with no range: {shown}"
         )
-    return graph
+    propagate_quant_params(graph, ctx)
+    return bool(filled)

@@ -14,12 +14,14 @@ the two ops (a Q/DQ pair) blocks the fusion, since the range in between matters.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Callable
 
 import numpy as np
 
-from qconvert.converter.ir import Graph, Node
-from qconvert.converter.ops import ACTIVATIONS, TFL_OPS, Rule
-from qconvert.converter.qdq import dequantized_from, insert_qdq_on_edge
+from qconvert.ir import Graph, Node
+from qconvert.ir.passes import Context, Origin
+from qconvert.ir.qdq import dequantized_from, insert_qdq_on_edge
+from qconvert.ops import OpRow, Rule, row
 
 
 def _sole_reader(graph: Graph, node: Node) -> Node | None:
@@ -30,14 +32,15 @@ def _sole_reader(graph: Graph, node: Node) -> Node | None:
     return readers[0]
 
 
-def _unfused_reader(graph: Graph, node: Node, ops: tuple[str, ...]) -> Node | None:
-    """The sole reader of a conv/depthwise/FC with no fused activation, if it is one of ``ops``
-    with no fused activation either."""
-    row = TFL_OPS.get(node.op)
-    if row is None or row.rule is not Rule.WEIGHTED or node.attrs.get("fused_activation_function") != "NONE":
+def _unfused_reader(graph: Graph, node: Node, wanted: Callable[[OpRow], bool]) -> Node | None:
+    """The sole reader of a conv/depthwise/FC with no fused activation, if its row is
+    ``wanted`` and it has no fused activation either."""
+    r = row(node.op)
+    if r is None or r.rule is not Rule.WEIGHTED or node.attrs.get("fused_activation_function") != "NONE":
         return None
     reader = _sole_reader(graph, node)
-    if reader is None or reader.op not in ops or reader.attrs.get("fused_activation_function") != "NONE":
+    rr = row(reader.op) if reader is not None else None
+    if rr is None or not wanted(rr) or reader.attrs.get("fused_activation_function") != "NONE":  # type: ignore[union-attr]
         return None
     return reader
 
@@ -49,7 +52,7 @@ def _absorb(graph: Graph, node: Node, reader: Node, bias: np.ndarray, dead: list
     dead.append(reader)
 
 
-def fold_mul_into_weights(graph: Graph) -> Graph:
+def fold_mul_into_weights(graph: Graph, ctx: Context) -> bool:
     """``op(x, w, b) ──▶ MUL(·, m)`` ⇒ ``op(x, w·m, b·m)`` for a per-channel (or scalar) constant m.
 
     This is how a BatchNorm after a convolution ends up in its weights. A weight with
@@ -61,10 +64,10 @@ def fold_mul_into_weights(graph: Graph) -> Graph:
     """
     dead = []
     for node in graph:
-        mul = _unfused_reader(graph, node, ("MUL",))
+        mul = _unfused_reader(graph, node, lambda r: r.scales_weights)
         if mul is None:
             continue
-        row = TFL_OPS[node.op]
+        op_row = row(node.op)
         other = mul.inputs[1] if mul.inputs[0] == node.outputs[0] else mul.inputs[0]
         m = graph.const(other)
         bias = graph.const(node.inputs[2])
@@ -74,14 +77,14 @@ def fold_mul_into_weights(graph: Graph) -> Graph:
         if m.size not in (1, channels) or (m.ndim > 0 and m.shape[-1] != m.size):
             continue
         m = np.broadcast_to(m.reshape(-1), (channels,)).astype(np.float32)
-        axis = 0 if row.weight_axis is None else row.weight_axis
+        axis = 0 if op_row.weight_axis is None else op_row.weight_axis
         pair = dequantized_from(graph, node.inputs[1])
         source = pair[0].inputs[0] if pair is not None else node.inputs[1]
         w = graph.const(source)
         if w is None:
             continue
         params = graph.tensors[pair[0].outputs[0]].quant if pair is not None else None
-        if params is not None and row.weight_axis is None and m.size > 1 and len(set(m.tolist())) > 1:
+        if params is not None and op_row.weight_axis is None and m.size > 1 and len(set(m.tolist())) > 1:
             params = None  # per-tensor weights cannot carry per-channel factors: re-derive from values
         shape = [1] * w.ndim
         shape[axis] = channels
@@ -91,20 +94,20 @@ def fold_mul_into_weights(graph: Graph) -> Graph:
             scales = np.broadcast_to(np.asarray(params.scale, np.float64), (channels,))
             zps = np.broadcast_to(np.asarray(params.zero_point, np.int64), (channels,))
             new = replace(params, scale=tuple((scales * np.abs(m.astype(np.float64))).tolist()),
-                          zero_point=tuple(int(z) for z in zps), axis=axis if row.weight_axis is not None else None)
+                          zero_point=tuple(int(z) for z in zps), axis=axis if op_row.weight_axis is not None else None)
             if new.axis is None:
                 new = replace(new, scale=new.scale[:1], zero_point=new.zero_point[:1])
-            insert_qdq_on_edge(graph, node, 1, new, "weight")
+            insert_qdq_on_edge(graph, node, 1, new, Origin.WEIGHT)
         _absorb(graph, node, mul, (bias * m).astype(np.float32), dead)
     graph.remove_nodes(dead)
     graph.prune()
-    return graph
+    return bool(dead)
 
 
-def fuse_bias_add(graph: Graph) -> Graph:
+def fuse_bias_add(graph: Graph, ctx: Context) -> bool:
     dead = []
     for node in graph:
-        add = _unfused_reader(graph, node, ("ADD", "SUB"))
+        add = _unfused_reader(graph, node, lambda r: r.bias_sign != 0)
         if add is None:
             continue
         if add.inputs[0] != node.outputs[0] or not graph.is_const(add.inputs[1]):
@@ -115,25 +118,26 @@ def fuse_bias_add(graph: Graph) -> Graph:
         if c.size != channels or (c.ndim > 0 and c.shape[-1] != channels) or c.dtype != np.float32:
             continue
         c = c.reshape(channels)
-        new = bias.data + c if add.op == "ADD" else bias.data - c
+        new = bias.data + c if row(add.op).bias_sign > 0 else bias.data - c  # type: ignore[union-attr]
         _absorb(graph, node, add, new.astype(np.float32), dead)
     graph.remove_nodes(dead)
     graph.prune()
-    return graph
+    return bool(dead)
 
 
-def fuse_activation(graph: Graph) -> Graph:
+def fuse_activation(graph: Graph, ctx: Context) -> bool:
     dead = []
     for node in graph:
-        row = TFL_OPS.get(node.op)
-        if row is None or not row.fuses_activation or node.attrs.get("fused_activation_function") != "NONE":
+        r = row(node.op)
+        if r is None or not r.fuses_activation or node.attrs.get("fused_activation_function") != "NONE":
             continue
         act = _sole_reader(graph, node)
-        if act is None or act.op not in ACTIVATIONS:
+        act_row = row(act.op) if act is not None else None
+        if act_row is None or act_row.activation is None:
             continue
-        node.attrs["fused_activation_function"] = ACTIVATIONS[act.op]
+        node.attrs["fused_activation_function"] = act_row.activation
         node.outputs = list(act.outputs)
         dead.append(act)
     graph.remove_nodes(dead)
     graph.prune()
-    return graph
+    return bool(dead)

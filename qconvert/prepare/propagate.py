@@ -24,21 +24,20 @@ from __future__ import annotations
 
 import numpy as np
 
-from qconvert.converter.ir import Graph, Node, QuantParams
-from qconvert.converter.ops import TFL_OPS, Rule, float_operands
-from qconvert.converter.qdq import insert_qdq_after, insert_qdq_on_edge, params_in, params_out
+from qconvert import quant as qm
+from qconvert.ir import Graph, Node, QuantParams
+from qconvert.ir.passes import Context, Origin
+from qconvert.ir.qdq import insert_qdq_after, insert_qdq_on_edge, params_in, params_out
+from qconvert.ops import Rule, float_operands, row
+from qconvert.quant import bias_params
 
 
 def _signed_params(lo: float, hi: float, narrow: bool, axis: int | None = None) -> QuantParams:
-    from qconvert.converter import quant_math as qm
-
     return qm.value_range_params(lo, hi, narrow_range=narrow, axis=axis)
 
 
 def weight_params(value: np.ndarray, axis: int | None) -> QuantParams:
     """Symmetric int8 parameters for a weight without FakeQuant (per channel along ``axis``)."""
-    from qconvert.converter import quant_math as qm
-
     v = np.asarray(value, dtype=np.float64)
     if axis is None:
         m = float(np.abs(v).max()) if v.size else 0.0
@@ -63,38 +62,36 @@ def _const_operand(graph: Graph, node: Node, slot: int) -> bool:
     value = graph.const(name)
     lo = min(0.0, float(value.min())) if value.size else 0.0
     hi = max(0.0, float(value.max())) if value.size else 0.0
-    insert_qdq_on_edge(graph, node, slot, _signed_params(lo, hi, False), "weight")
+    insert_qdq_on_edge(graph, node, slot, _signed_params(lo, hi, False), Origin.WEIGHT)
     return True
 
 
-def _weighted(graph: Graph, node: Node) -> Touched | None:
-    from qconvert.converter.quant_math import bias_params
-
-    row = TFL_OPS[node.op]
+def _weighted(graph: Graph, node: Node, ctx: Context) -> Touched | None:
+    r = row(node.op)
     x, w, b = node.inputs[:3]
     if params_in(graph, w) is None and graph.is_const(w):
-        axis = row.weight_axis
-        if axis is None and graph.legacy_float_scale:
+        axis = r.weight_axis  # type: ignore[union-attr]
+        if axis is None and ctx.legacy_float_scale:
             axis = 0  # post-training quantization: FULLY_CONNECTED weights per output channel too (TF 2.21)
-        insert_qdq_on_edge(graph, node, 1, weight_params(graph.const(w), axis), "weight")
+        insert_qdq_on_edge(graph, node, 1, weight_params(graph.const(w), axis), Origin.WEIGHT)
     if params_in(graph, b) is not None or not graph.is_const(b):
         return []
     px, pw = params_in(graph, node.inputs[0]), params_in(graph, node.inputs[1])
     if px is None or pw is None:
         return None  # the input's parameters are not known yet: retry when they are
-    insert_qdq_on_edge(graph, node, 2, bias_params(px[0], pw[0], graph.legacy_float_scale), "bias")
+    insert_qdq_on_edge(graph, node, 2, bias_params(px[0], pw[0], ctx.legacy_float_scale), Origin.BIAS)
     return []
 
 
-def _fixed(graph: Graph, node: Node) -> Touched | None:
-    scale, zp = TFL_OPS[node.op].fixed  # type: ignore[misc]
+def _fixed(graph: Graph, node: Node, ctx: Context) -> Touched | None:
+    scale, zp = row(node.op).fixed  # type: ignore[misc]
     fixed = QuantParams((scale,), (zp,))
     out = node.outputs[0]
     current = params_out(graph, out)
     if current is not None and current[0].same_as(fixed):
         return []
     readers = list(graph.consumers(out))
-    insert_qdq_after(graph, out, fixed, "fixed")
+    insert_qdq_after(graph, out, fixed, Origin.FIXED)
     return readers if current is None else []
 
 
@@ -119,7 +116,7 @@ def _choose_same_scale(operands: list, results: list) -> QuantParams | None:
     return None
 
 
-def _same_scale(graph: Graph, node: Node) -> Touched | None:
+def _same_scale(graph: Graph, node: Node, ctx: Context) -> Touched | None:
     slots = float_operands(node.op, node.inputs)
     operands = [params_in(graph, node.inputs[i]) for i in slots]
     out = node.outputs[0]
@@ -132,20 +129,20 @@ def _same_scale(graph: Graph, node: Node) -> Touched | None:
         name = node.inputs[slot]
         if state is None:
             if graph.is_const(name):
-                insert_qdq_on_edge(graph, node, slot, chosen, "propagated")
+                insert_qdq_on_edge(graph, node, slot, chosen, Origin.PROPAGATED)
             else:
                 touched += _producers(graph, name)
-                insert_qdq_after(graph, name, chosen, "propagated")
+                insert_qdq_after(graph, name, chosen, Origin.PROPAGATED)
         elif not state[0].same_as(chosen):
-            insert_qdq_on_edge(graph, node, slot, chosen, "requant")
+            insert_qdq_on_edge(graph, node, slot, chosen, Origin.REQUANTIZE)
     if result is None:
         touched += graph.consumers(out)
     if result is None or not result[0].same_as(chosen):
-        insert_qdq_after(graph, out, chosen, "propagated")
+        insert_qdq_after(graph, out, chosen, Origin.PROPAGATED)
     return touched
 
 
-def _free(graph: Graph, node: Node) -> Touched | None:
+def _free(graph: Graph, node: Node, ctx: Context) -> Touched | None:
     for slot in float_operands(node.op, node.inputs):
         if params_in(graph, node.inputs[slot]) is None:
             _const_operand(graph, node, slot)
@@ -155,7 +152,7 @@ def _free(graph: Graph, node: Node) -> Touched | None:
 _HANDLERS = {Rule.WEIGHTED: _weighted, Rule.FIXED: _fixed, Rule.SAME_SCALE: _same_scale, Rule.FREE: _free}
 
 
-def propagate_quant_params(graph: Graph) -> Graph:
+def propagate_quant_params(graph: Graph, ctx: Context) -> bool:
     """Run the rules over a work list the way TensorFlow's driver does.
 
     The list starts with every op in program order and is consumed from the end
@@ -164,15 +161,20 @@ def propagate_quant_params(graph: Graph) -> Graph:
     revisited. Where several choices are possible (a concat of two pools without
     a FakeQuant after it) the order decides, so we keep TensorFlow's order.
     """
-    work = [n for n in graph.nodes if n.op in TFL_OPS and TFL_OPS[n.op].rule in _HANDLERS]
+    def handler(node: Node):  # type: ignore[no-untyped-def]
+        r = row(node.op)
+        return _HANDLERS.get(r.rule) if r is not None else None
+
+    before = len(graph.tensors)
+    work = [n for n in graph.nodes if handler(n) is not None]
     done: set[int] = set()
     while work:
         node = work.pop()
         if id(node) in done:
             continue
-        touched = _HANDLERS[TFL_OPS[node.op].rule](graph, node)
+        touched = handler(node)(graph, node, ctx)
         if touched is None:
             continue
         done.add(id(node))
-        work.extend(n for n in touched if n.op in TFL_OPS and TFL_OPS[n.op].rule in _HANDLERS)
-    return graph
+        work.extend(n for n in touched if handler(n) is not None)
+    return len(graph.tensors) != before  # every added Q/DQ pair adds tensors

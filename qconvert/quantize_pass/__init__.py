@@ -1,0 +1,8 @@
+"""Stage 5 (``quantize``): DQ → op → Q becomes the int8 op; constants become int8/int32
+data; graph inputs and outputs become int8; names, op versions, and the requantization
+records (``qconvert.ops.requant``) for the writer.
+
+May import: ``qconvert.prepare`` (the activation fusion runs again), ``qconvert.ir``,
+``qconvert.ops``, ``qconvert.quant``, ``qconvert.errors``. Not ``schema/``: a conversion runs
+to its end without LiteRT; the converter hands the result to the writer.
+"""

@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from qconvert.converter.ir import ConversionError, Graph
+from qconvert.errors import ConversionError
+from qconvert.ir import Graph
+from qconvert.ir.passes import Context
+from qconvert.ir.qdq import is_quantize
+from qconvert.quant import quantize_array, quantize_bias
 
 
-def quantize_constants(graph: Graph) -> Graph:
-    from qconvert.converter.quant_math import quantize_array, quantize_bias
-
+def quantize_constants(graph: Graph, ctx: Context) -> bool:
     dead = []
     for node in graph:
-        if node.op != "QUANTIZE" or not graph.is_const(node.inputs[0]):
+        if not is_quantize(node) or not graph.is_const(node.inputs[0]):
             continue
         out = graph.tensors[node.outputs[0]]
         value = graph.const(node.inputs[0])
@@ -35,4 +37,4 @@ def quantize_constants(graph: Graph) -> Graph:
         out.dtype = out.data.dtype.name
         dead.append(node)
     graph.remove_nodes(dead)
-    return graph
+    return bool(dead)

@@ -16,25 +16,28 @@ into that op: the op produces the requantized parameters directly.
 
 from __future__ import annotations
 
-from qconvert.converter.ir import ConversionError, Graph
-from qconvert.converter.ops import TFL_OPS, Rule
+from qconvert.errors import ConversionError
+from qconvert.ir import Graph
+from qconvert.ir.passes import Context
+from qconvert.ir.qdq import is_dequantize, is_quantize
+from qconvert.ops import Rule, row
+from qconvert.prepare.fuse import fuse_activation
 
 
-def fold_quantized_ops(graph: Graph) -> Graph:
+def fold_quantized_ops(graph: Graph, ctx: Context) -> bool:
+    folded = False
     for node in graph:
-        row = TFL_OPS.get(node.op)
-        if row is None or row.rule is Rule.QUANT:
-            continue
-        if node.attrs.get("_float"):
+        r = row(node.op)
+        if r is None or r.rule is Rule.QUANT or node in ctx.float_ops:
             continue
         for slot, name in enumerate(node.inputs):
             prod = graph.producer(name)
-            if prod is not None and prod.op == "DEQUANTIZE":
-                node.inputs[slot] = prod.inputs[0]
+            if is_dequantize(prod):
+                node.inputs[slot] = prod.inputs[0]  # type: ignore[union-attr]
             elif graph.tensors[name].dtype == "float32":
                 raise ConversionError(f"{node.op} '{node.name}': operand '{name}' is still float")
         out = node.outputs[0]
-        readers = [r for r in graph.consumers(out) if r.op == "QUANTIZE"]
+        readers = [x for x in graph.consumers(out) if is_quantize(x)]
         if not readers:
             raise ConversionError(f"{node.op} '{node.name}': output '{out}' has no quantization parameters")
         first = readers[0]
@@ -48,16 +51,18 @@ def fold_quantized_ops(graph: Graph) -> Graph:
         graph.remove_nodes([first])
         for other in readers[1:]:
             other.inputs = [out]
-    return graph
+        folded = True
+    return folded
 
 
-def fold_requantize(graph: Graph) -> Graph:
+def fold_requantize(graph: Graph, ctx: Context) -> bool:
     dead = []
+    requantizes = 0
     for node in graph:
-        if node.op != "QUANTIZE":
+        if not is_quantize(node):
             continue
         dq = graph.producer(node.inputs[0])
-        if dq is None or dq.op != "DEQUANTIZE":
+        if not is_dequantize(dq):
             continue
         src = dq.inputs[0]
         if graph.tensors[src].quant.same_as(graph.tensors[node.outputs[0]].quant):
@@ -66,21 +71,21 @@ def fold_requantize(graph: Graph) -> Graph:
         else:
             node.inputs = [src]
             node.attrs = {}
+            requantizes += 1
     graph.remove_nodes(dead)
     graph.prune()
-    _fold_trivial_requantize(graph)
-    return graph
+    return _fold_trivial_requantize(graph) or bool(dead) or requantizes > 0
 
 
-def _fold_trivial_requantize(graph: Graph) -> None:
+def _fold_trivial_requantize(graph: Graph) -> bool:
     dead = []
     for node in graph:
-        if node.op != "QUANTIZE" or graph.tensors[node.inputs[0]].dtype == "float32":
+        if not is_quantize(node) or graph.tensors[node.inputs[0]].dtype == "float32":
             continue
         src = node.inputs[0]
         prod = graph.producer(src)
-        row = TFL_OPS.get(prod.op) if prod is not None else None
-        if row is None or row.rule not in (Rule.FREE, Rule.WEIGHTED):
+        r = row(prod.op) if prod is not None else None
+        if r is None or r.rule not in (Rule.FREE, Rule.WEIGHTED):
             continue
         if len(graph.consumers(src)) != 1 or src in graph.outputs:
             continue
@@ -88,21 +93,31 @@ def _fold_trivial_requantize(graph: Graph) -> None:
         dead.append(node)
     graph.remove_nodes(dead)
     graph.prune()
+    return bool(dead)
 
 
-def float_op_constants(graph: Graph) -> Graph:
+def float_op_constants(graph: Graph, ctx: Context) -> bool:
     """--allow-float: a float op reads its constants (weights, biases, operands) as float:
     the value a Q → DQ pair would have quantized, i.e. the fake-quantized weight or the
     original constant, as TensorFlow's float fallback does."""
+    changed = False
     for node in graph.nodes:
-        if not node.attrs.get("_float"):
+        if node not in ctx.float_ops:
             continue
         for slot, name in enumerate(node.inputs):
             prod = graph.producer(name)
-            if prod is None or prod.op != "DEQUANTIZE":
+            if not is_dequantize(prod):
                 continue
-            q = graph.producer(prod.inputs[0])
-            if q is not None and q.op == "QUANTIZE" and graph.is_const(q.inputs[0]):
-                node.inputs[slot] = q.inputs[0]
+            q = graph.producer(prod.inputs[0])  # type: ignore[union-attr]
+            if is_quantize(q) and graph.is_const(q.inputs[0]):  # type: ignore[union-attr]
+                node.inputs[slot] = q.inputs[0]  # type: ignore[union-attr]
+                changed = True
     graph.prune()
-    return graph
+    return changed
+
+
+def fuse_quantized_activation(graph: Graph, ctx: Context) -> bool:
+    """TensorFlow runs its op fusions again after quantization, so a quantized
+    RELU/RELU6/RELU_N1_TO_1 right after a conv, FC, ADD, SUB or MUL whose output it
+    alone reads is fused into it; the op then produces the activation's parameters."""
+    return fuse_activation(graph, ctx)

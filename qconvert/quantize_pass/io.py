@@ -10,15 +10,18 @@ placeholder names for inputs and the output node names for outputs.
 
 from __future__ import annotations
 
-from qconvert.converter.ir import ConversionError, Graph
+from qconvert.errors import ConversionError
+from qconvert.ir import Graph
+from qconvert.ir.passes import Context
+from qconvert.ir.qdq import is_dequantize, is_quantize
 
 
-def quantize_io(graph: Graph) -> Graph:
+def quantize_io(graph: Graph, ctx: Context) -> bool:
     new_inputs = []
     for name in graph.inputs:
-        qs = [n for n in graph.consumers(name) if n.op == "QUANTIZE"]
-        others = [n for n in graph.consumers(name) if n.op != "QUANTIZE"]
-        if graph.allow_float and (not qs or others):
+        qs = [n for n in graph.consumers(name) if is_quantize(n)]
+        others = [n for n in graph.consumers(name) if not is_quantize(n)]
+        if ctx.allow_float and (not qs or others):
             new_inputs.append(name)  # a float op reads it: the input stays float
             continue
         if not qs or others:
@@ -32,25 +35,27 @@ def quantize_io(graph: Graph) -> Graph:
     outs = []
     for name in graph.outputs:
         dq = graph.producer(name)
-        if graph.allow_float and (dq is None or dq.op != "DEQUANTIZE"):
+        if ctx.allow_float and not is_dequantize(dq):
             outs.append(name)  # produced by a float op: the output stays float
             continue
-        if dq is None or dq.op != "DEQUANTIZE":
+        if not is_dequantize(dq):
             raise ConversionError(f"output '{name}' is not quantized; add a FakeQuant before it")
         outs.append(dq.inputs[0])
     graph.outputs = outs
     graph.prune()
-    return graph
+    return True
 
 
-def rename_io(graph: Graph, input_names: list[str], output_names: list[str]) -> Graph:
-    """Give graph inputs/outputs the user's names where those names are free."""
+def rename_io(graph: Graph, ctx: Context) -> bool:
+    """Give graph inputs/outputs the user's names (``graph.input_names``/``output_names``:
+    the placeholders and the requested outputs) where those names are free."""
     mapping = {}
-    for current, name in list(zip(graph.inputs, input_names)) + list(zip(graph.outputs, output_names)):
+    pairs = list(zip(graph.inputs, graph.input_names)) + list(zip(graph.outputs, graph.output_names))
+    for current, name in pairs:
         if current != name and current not in mapping and name not in graph.tensors and name not in mapping.values():
             mapping[current] = name
     rename_tensors(graph, mapping)
-    return graph
+    return bool(mapping)
 
 
 def rename_tensors(graph: Graph, mapping: dict[str, str]) -> None:

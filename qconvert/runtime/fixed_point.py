@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from qconvert.converter import quant_math as qm
+from qconvert import quant as qm
 
 INT32_MIN = -(2**31)
 INT32_MAX = 2**31 - 1
@@ -24,7 +24,7 @@ I64 = np.int64
 
 def wrap32(v: np.ndarray) -> np.ndarray:
     """Two's-complement int32 wrap of int64 values."""
-    return qm._wrap_i32(np.asarray(v, I64))
+    return qm.wrap_i32(np.asarray(v, I64))
 
 
 def srdhm(a: np.ndarray | int, b: np.ndarray | int) -> np.ndarray:

@@ -17,15 +17,21 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from qconvert.converter.ir import ConversionError
-from qconvert.runtime.kernels import KERNELS, KernelError, OpCall
-
-
-class RunError(ConversionError):
-    """Bad model or bad feeds: one line for the user."""
-
+from qconvert.errors import KernelError, RunError
+from qconvert.ops import Rule, row
+from qconvert.quant import round_half_away_array
+from qconvert.runtime.kernels import KERNELS, OpCall
+from qconvert.schema.reader import read_model
+from qconvert.schema.requant_metadata import METADATA_NAME, decode
 
 MAX_ELEMENTS = 1 << 28  # per tensor: a damaged shape is refused, not allocated
+
+
+def _converts(op: Any) -> bool:
+    """QUANTIZE / DEQUANTIZE: at a float32 model input or output they quantize or
+    dequantize with the file's scale (the float boundary); QUANTIZE int8 → int8 is a kernel."""
+    r = row(op.builtin)
+    return r is not None and r.rule is Rule.QUANT
 
 
 def _show(name: str) -> str:
@@ -34,11 +40,9 @@ def _show(name: str) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _quantize(x: np.ndarray, scale: float, zero_point: int) -> np.ndarray:
+def quantize_float(x: np.ndarray, scale: float, zero_point: int) -> np.ndarray:
     """The float boundary (reference AffineQuantize): ``round(x / scale)`` in float32, ties
     away from zero, plus the zero point, clamped to int8."""
-    from qconvert.converter.quant_math import round_half_away_array
-
     q = round_half_away_array((np.asarray(x, np.float32) / np.float32(scale)).astype(np.float32))
     return np.clip(q.astype(np.int64) + int(zero_point), -128, 127).astype(np.int8)
 
@@ -46,9 +50,6 @@ def _quantize(x: np.ndarray, scale: float, zero_point: int) -> np.ndarray:
 class IntegerModel:
     def __init__(self, data: bytes, integer_fully_connected: bool = False) -> None:
         self.integer_fully_connected = integer_fully_connected
-        from qconvert.schema.reader import read_model
-        from qconvert.schema.requant_metadata import METADATA_NAME, decode
-
         try:
             self.model = read_model(data)
         except ValueError as exc:
@@ -73,9 +74,9 @@ class IntegerModel:
         for i, op in enumerate(ops):
             if not op.outputs or any(not -1 <= t < len(self.tensors) for t in op.inputs + op.outputs):
                 raise RunError(f"operator {i} ({op.builtin}) names a tensor the model does not have")
-            if op.builtin not in KERNELS and op.builtin not in ("QUANTIZE", "DEQUANTIZE"):
+            if op.builtin not in KERNELS and not _converts(op):
                 raise RunError(f"operator {i} ({op.builtin} '{self._name(op)}') has no integer kernel; "
-                               f"`qconvert run` supports {', '.join(sorted(KERNELS))}, QUANTIZE, DEQUANTIZE")
+                               f"`qconvert run` supports {', '.join(sorted({*KERNELS, 'DEQUANTIZE'}))}")
             self._check_types(i, op)
         for t in self.tensors:
             if t.dtype == "int8" and any(not -128 <= z <= 127 for z in t.zero_point):
@@ -90,8 +91,7 @@ class IntegerModel:
         """int8 activations (int32 only for biases, shapes and axes); float only at the boundary."""
         acts = [t for t in op.inputs + op.outputs if t >= 0 and self.tensors[t].data is None]
         kinds = {self.tensors[t].dtype for t in acts}
-        boundary = (op.builtin == "QUANTIZE" and kinds <= {"float32", "int8"}) or (
-            op.builtin == "DEQUANTIZE" and kinds <= {"float32", "int8"})
+        boundary = _converts(op) and kinds <= {"float32", "int8"}
         if kinds != {"int8"} and not boundary:
             odd = next(t for t in acts if self.tensors[t].dtype != "int8")
             raise RunError(f"operator {k} ({op.builtin} '{self._name(op)}') has a {self.tensors[odd].dtype} "
@@ -120,7 +120,7 @@ class IntegerModel:
         if value.dtype == np.dtype(t.dtype):
             return value
         if value.dtype.kind == "f" and t.dtype == "int8" and quantize_inputs:
-            return _quantize(value, t.scale[0], self._zp(index))
+            return quantize_float(value, t.scale[0], self._zp(index))
         hint = " (pass --quantize-inputs to quantize float data with the input's scale)" if (
             value.dtype.kind == "f" and t.dtype == "int8") else ""
         raise RunError(f"input '{_show(t.name)}' is {value.dtype}, the model wants {t.dtype}{hint}")
@@ -176,13 +176,13 @@ class IntegerModel:
             if v is not None and self.tensors[i].data is not None and v.dtype.name not in ("int8", "int32", "int64"):
                 raise RunError(f"{where}: constant '{_show(self.tensors[i].name)}' is {v.dtype.name}; an int8 "
                                "model's constants are int8 weights, int32 biases and int32/int64 shapes")
-        if op.builtin == "QUANTIZE" and inputs[0].dtype == np.float32:  # float boundary
-            return _quantize(inputs[0], out.scale[0], self._zp(op.outputs[0]))
-        if op.builtin == "DEQUANTIZE":  # float boundary
+        if _converts(op) and inputs[0].dtype == np.float32:  # float boundary: quantize
+            return quantize_float(inputs[0], out.scale[0], self._zp(op.outputs[0]))
+        if _converts(op) and out.dtype == "float32":  # float boundary: dequantize
             src = self.tensors[op.inputs[0]]
             return ((inputs[0].astype(np.int32) - self._zp(op.inputs[0])).astype(np.float32)
                     * np.float32(src.scale[0])).astype(np.float32)
-        kernel = KERNELS["QUANTIZE_INT8"] if op.builtin == "QUANTIZE" else KERNELS[op.builtin]
+        kernel = KERNELS[op.builtin]
         call = OpCall(
             index=k, builtin=op.builtin, name=_show(out.name), options=op.options, inputs=inputs,
             input_zps=[self._zp(i) if i >= 0 else 0 for i in op.inputs], output_zp=self._zp(op.outputs[0]),

@@ -24,12 +24,10 @@ from typing import Any, Callable
 
 import numpy as np
 
+from qconvert.errors import KernelError
+from qconvert.ops.windows import windows
+from qconvert.runtime import reduce, transcendental
 from qconvert.runtime.fixed_point import I64, mbqm, scale_by_binary64
-from qconvert.runtime import transcendental
-
-
-class KernelError(ValueError):
-    """The file lacks something a kernel needs (one line for the user)."""
 
 
 @dataclass
@@ -72,7 +70,6 @@ def _finish(call: OpCall, acc: np.ndarray) -> np.ndarray:
 
 def _windows(x: np.ndarray, kh: int, kw: int, options: dict[str, Any], fill: int) -> np.ndarray:
     """The float executor's sliding windows (same SAME/VALID arithmetic), on integers."""
-    from qconvert.converter.executor import windows
 
     if min(kh, kw, *(int(options.get(k, 1)) for k in ("stride_h", "stride_w", "dilation_h_factor",
                                                         "dilation_w_factor"))) < 1:
@@ -213,8 +210,6 @@ def max_pool_2d(call: OpCall) -> np.ndarray:
 
 
 def mean(call: OpCall) -> np.ndarray:
-    from qconvert.runtime import reduce
-
     return _finish(call, reduce.mean(call))
 
 
@@ -306,7 +301,7 @@ KERNELS: dict[str, Callable[[OpCall], np.ndarray]] = {
     "PAD": pad,
     "SPACE_TO_BATCH_ND": space_to_batch_nd,
     "BATCH_TO_SPACE_ND": batch_to_space_nd,
-    "QUANTIZE_INT8": requantize,
+    "QUANTIZE": requantize,
     "SOFTMAX": transcendental.softmax,
     "LOGISTIC": transcendental.logistic,
     "TANH": transcendental.tanh,

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from qconvert.converter.quant_math import fold_mean_multiplier
+from qconvert.quant import fold_mean_multiplier
 from qconvert.runtime.fixed_point import I64, mbqm, wrap32
 
 

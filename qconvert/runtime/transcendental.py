@@ -21,7 +21,15 @@ from typing import Any
 
 import numpy as np
 
-from qconvert.runtime.fixed_point import I64, INT32_MAX, multiply_by_pot, rdpot, srdhm, wrap32
+from qconvert.errors import KernelError
+from qconvert.runtime.fixed_point import (
+    I64,
+    INT32_MAX,
+    multiply_by_pot,
+    rdpot,
+    srdhm,
+    wrap32,
+)
 
 # gemmlowp fixedpoint.h constants (raw int32 values)
 _EXP_MINUS_ONE_EIGHTH = 1895147668  # exp(-1/8), Q0.31
@@ -87,7 +95,6 @@ def _count_leading_zeros32(x: np.ndarray) -> np.ndarray:
 
 
 def softmax(call: Any) -> np.ndarray:
-    from qconvert.runtime.kernels import KernelError
 
     m, s = call.pairs(1)
     multiplier, left_shift = int(m[0]), int(s[0])
@@ -110,7 +117,6 @@ def softmax(call: Any) -> np.ndarray:
 
 
 def _lookup(call: Any) -> np.ndarray:
-    from qconvert.runtime.kernels import KernelError
 
     table = getattr(call.record, "table", None) if call.record is not None else None
     if table is None or len(table) != 256:

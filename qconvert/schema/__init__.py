@@ -2,23 +2,13 @@
 
 This package is the only place in qconvert that imports the flatbuffer bindings
 (``ai_edge_litert.schema_py_generated``); the rest of the project sees plain data.
+
+Owns: ``writer`` (IR → .tflite bytes; the only module here that knows the IR),
+``reader`` (.tflite bytes → plain dataclasses, for ``dump``, ``run`` and tests),
+``codes`` (the schema's enums by name), ``requant_metadata`` (the ``qconvert_requant``
+entry's binary layout).
+
+May import: ``qconvert.ir`` (writer only), ``qconvert.quant``, ``qconvert.errors``,
+``ai_edge_litert``, ``flatbuffers``, numpy. Importing this package imports nothing: import
+the module you need, so that ``run`` and ``dump`` never load the writer.
 """
-
-from __future__ import annotations
-
-from qconvert.schema.reader import ModelInfo, OpInfo, TensorInfo, read_model
-from qconvert.schema.requant_metadata import RequantRecord
-from qconvert.schema.requant_metadata import decode as decode_requant
-from qconvert.schema.requant_metadata import encode as encode_requant
-from qconvert.schema.writer import write_model
-
-__all__ = [
-    "ModelInfo",
-    "OpInfo",
-    "RequantRecord",
-    "TensorInfo",
-    "decode_requant",
-    "encode_requant",
-    "read_model",
-    "write_model",
-]

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 from ai_edge_litert import schema_py_generated as schema
 
-from qconvert.schema.writer import (
+from qconvert.schema.codes import (
     BUILTIN_NAMES,
     FILE_IDENTIFIER,
     TENSOR_TYPE_NAMES,

@@ -61,11 +61,12 @@ format version, non-zero reserved bits, or a length that does not match.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 import numpy as np
 from ai_edge_litert.schema_py_generated import BuiltinOperator
+
+from qconvert.quant.requant import Requant
 
 METADATA_NAME = "qconvert_requant"
 MAGIC = b"QCRQ"
@@ -87,18 +88,7 @@ _CODES = {k: v for k, v in vars(BuiltinOperator).items() if not k.startswith("_"
 _NAMES = {v: k for k, v in _CODES.items()}
 
 
-@dataclass
-class RequantRecord:
-    op_index: int
-    builtin: str  # BuiltinOperator name, e.g. "CONV_2D"
-    act_min: int
-    act_max: int
-    left_shift: int
-    pairs: list[tuple[int, int]] = field(default_factory=list)  # (multiplier, shift)
-    per_channel: bool = False
-    subgraph_index: int = 0
-    table: list[int] | None = None  # LOGISTIC / TANH: 256 int8 outputs, indexed by uint8(x)
-    wide: list[int] | None = None  # FULLY_CONNECTED: binary64 bit patterns, one per pair
+RequantRecord = Requant  # the record as this module encodes and decodes it
 
 
 def _check_int(name: str, value: int, lo: int, hi: int, record: int) -> int:

@@ -23,7 +23,6 @@ constant data starts on a 16-byte boundary.
 
 from __future__ import annotations
 
-import re
 from functools import lru_cache
 from typing import Any, Sequence
 
@@ -31,9 +30,20 @@ import flatbuffers
 import numpy as np
 from ai_edge_litert import schema_py_generated as schema
 
-from qconvert.converter.ir import Graph, Node, QuantParams, Tensor
+from qconvert.ir import Graph, Node, QuantParams, Tensor
+from qconvert.schema.codes import (  # noqa: F401  (the names tests and tools know from here)
+    BUILTIN_CODES,
+    BUILTIN_NAMES,
+    ENUM_FIELDS,
+    FILE_IDENTIFIER,
+    TENSOR_TYPE_NAMES,
+    TENSOR_TYPES,
+    _members,
+    camel_to_snake,
+    enum_name,
+    snake_to_camel,
+)
 
-FILE_IDENTIFIER = b"TFL3"
 SCHEMA_VERSION = 3  # TFLITE_SCHEMA_VERSION
 SUBGRAPH_NAME = "main"
 MIN_RUNTIME_VERSION = "min_runtime_version"
@@ -82,29 +92,6 @@ _ATTRS_GIVEN_AS_INPUT: dict[str, tuple[str, int]] = {
     "RESHAPE": ("new_shape", 1),
 }
 
-# Option fields that hold a schema enum, by generated (camelCase) field name.
-_ENUM_FIELDS: dict[str, type] = {
-    "padding": schema.Padding,
-    "fusedActivationFunction": schema.ActivationFunctionType,
-    "weightsFormat": schema.FullyConnectedOptionsWeightsFormat,
-    "quantizedBiasType": schema.TensorType,
-    "outputType": schema.TensorType,
-    "inDataType": schema.TensorType,
-    "outDataType": schema.TensorType,
-    "idxOutType": schema.TensorType,
-    "outType": schema.TensorType,
-    "keyDtype": schema.TensorType,
-    "valueDtype": schema.TensorType,
-    "type": schema.LSHProjectionType,
-    "kernelType": schema.LSTMKernelType,
-    "combiner": schema.CombinerType,
-    "mode": schema.MirrorPadMode,
-    "reduceFunction": schema.ReduceWindowFunction,
-    "comparisonDirection": schema.StablehloComparisonDirection,
-    "compareType": schema.StablehloComparisonType,
-    "algorithm": schema.RngAlgorithm,
-    "compositeAttributesFormat": schema.CustomOptionsFormat,
-}
 
 # Minimum runtime version per (builtin, op version): entry i of a tuple is version
 # i + 1, None where that version has no entry. From TensorFlow's
@@ -290,26 +277,6 @@ RUNTIME_VERSIONS: dict[str, tuple[str | None, ...]] = {
 }
 
 
-# -- name mappings shared with the reader ---------------------------------------
-def _members(enum: type) -> dict[str, int]:
-    return {k: v for k, v in vars(enum).items() if not k.startswith("_")}
-
-
-BUILTIN_CODES: dict[str, int] = _members(schema.BuiltinOperator)
-BUILTIN_NAMES: dict[int, str] = {v: k for k, v in BUILTIN_CODES.items()}
-TENSOR_TYPES: dict[str, int] = {k.lower(): v for k, v in _members(schema.TensorType).items()}
-TENSOR_TYPE_NAMES: dict[int, str] = {v: k for k, v in TENSOR_TYPES.items()}
-
-
-def snake_to_camel(name: str) -> str:
-    """``dilation_w_factor`` → ``dilationWFactor``: the generated field names."""
-    head, *rest = name.split("_")
-    return head + "".join(part[:1].upper() + part[1:] for part in rest)
-
-
-def camel_to_snake(name: str) -> str:
-    """``dilationWFactor`` → ``dilation_w_factor``; the inverse of :func:`snake_to_camel`."""
-    return re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), name)
 
 
 @lru_cache(maxsize=None)
@@ -325,16 +292,6 @@ def options_table(op: str) -> tuple[str, int, type] | None:
                 return union.__name__, code, getattr(schema, member + "T")
     return None
 
-
-def enum_name(field: str, value: Any) -> Any:
-    """An enum field's integer as its schema name (``padding`` 1 → "VALID"), else the value."""
-    enum = _ENUM_FIELDS.get(field)
-    if enum is None or isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        return value
-    for name, code in _members(enum).items():
-        if code == value:
-            return name
-    return int(value)
 
 
 def runtime_version_key(version: str) -> tuple[int, ...]:
@@ -432,7 +389,7 @@ def _quantization(tensor: Tensor, shape: tuple[int, ...] | None) -> schema.Quant
 def _coerce(node: Node, attr: str, field: str, value: Any, default: Any) -> Any:
     """An attribute value in the type the generated field expects."""
     where = f"{node.op} '{node.name}': attribute '{attr}'"
-    enum = _ENUM_FIELDS.get(field)
+    enum = ENUM_FIELDS.get(field)
     if value is None:
         raise ValueError(f"{where}: no value (None)")
     if isinstance(value, str):

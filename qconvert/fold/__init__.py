@@ -1,0 +1,7 @@
+"""Stage 3 (``fold``): constant folding with the op table's float kernels (FakeQuant on
+weights with TensorFlow's float32 kernel), weight layouts moved above their Q/DQ pairs
+(HWIO → OHWI, depthwise → [1,H,W,C·M]), FakeQuant nodes dropped once legalized, and
+arithmetic that changes nothing removed.
+
+May import: ``qconvert.ir``, ``qconvert.ops``, ``qconvert.quant``, ``qconvert.errors``.
+"""

@@ -1,0 +1,45 @@
+"""Stage 3d: arithmetic that changes nothing is removed, as TensorFlow's canonicalizer does.
+
+    x * 1,  1 * x,  x + 0,  0 + x,  x - 0        ⇒        x
+    MEAN(x) over axes of size 1, keep_dims        ⇒        x
+
+only for scalar (or all-equal) constants whose broadcast leaves x's shape as it is.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from qconvert.ir import Graph
+from qconvert.ir.passes import Context
+from qconvert.ops import row
+
+
+def remove_identity_arith(graph: Graph, ctx: Context) -> bool:
+    dead = []
+    for node in graph:
+        r = row(node.op)
+        if r is None:
+            continue
+        if r.removable_if_same_shape and graph.tensors[node.inputs[0]].shape == graph.tensors[node.outputs[0]].shape:
+            # A mean over axes of size 1 with keep_dims (a global pool over a 1x1 map).
+            graph.replace_all_uses(node.outputs[0], node.inputs[0])
+            dead.append(node)
+            continue
+        rule = r.neutral
+        if rule is None or node.attrs.get("fused_activation_function", "NONE") != "NONE":
+            continue
+        neutral, const_slots = rule
+        for slot in const_slots:
+            c = graph.const(node.inputs[slot])
+            other = node.inputs[1 - slot]
+            if c is None or graph.is_const(other) or c.size == 0 or not np.all(c == neutral):
+                continue
+            if graph.tensors[other].shape != graph.tensors[node.outputs[0]].shape:
+                continue
+            graph.replace_all_uses(node.outputs[0], other)
+            dead.append(node)
+            break
+    graph.remove_nodes(dead)
+    graph.prune()
+    return bool(dead)

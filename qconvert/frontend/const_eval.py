@@ -1,0 +1,90 @@
+"""Import-time evaluation of constant subgraphs (shape arithmetic, mostly).
+
+Frozen graphs often compute a Reshape's target shape with ``Shape → StridedSlice
+→ Prod → Pack``. With static shapes all of it is constant, and TensorFlow's
+converter folds it away; so do we, while importing, so that later stages only
+see the constant. Each entry maps a TF op to ``fn(node, values) -> ndarray``;
+``Shape`` is special: it needs only its input's static shape.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from qconvert.errors import ConversionError
+
+
+def _dtype(node: Any, key: str, default: str) -> np.dtype:
+    return np.dtype(node.attrs.get(key, default))
+
+
+def _strided_slice(node: Any, v: Sequence[np.ndarray]) -> np.ndarray:
+    x, begin, end, strides = (np.asarray(a) for a in v)
+    a = node.attrs
+    if a.get("ellipsis_mask", 0) or a.get("new_axis_mask", 0):
+        raise ConversionError(f"node '{node.name}' (StridedSlice): ellipsis/new-axis masks are not supported")
+    index: list[Any] = []
+    for i in range(begin.size):
+        b = None if a.get("begin_mask", 0) >> i & 1 else int(begin[i])
+        e = None if a.get("end_mask", 0) >> i & 1 else int(end[i])
+        s = int(strides[i])
+        if a.get("shrink_axis_mask", 0) >> i & 1:
+            index.append(int(begin[i]))
+        else:
+            index.append(slice(b, e, s))
+    return np.asarray(x[tuple(index)])
+
+
+def _reduce(fn: Callable) -> Callable:
+    def run(node: Any, v: Sequence[np.ndarray]) -> np.ndarray:
+        axes = tuple(int(i) for i in np.atleast_1d(v[1]).tolist())
+        return np.asarray(fn(v[0], axis=axes, keepdims=bool(node.attrs.get("keep_dims", False)))).astype(v[0].dtype)
+
+    return run
+
+
+def _binary(fn: Callable) -> Callable:
+    return lambda node, v: np.asarray(fn(v[0], v[1])).astype(np.result_type(v[0], v[1]))
+
+
+CONST_EVAL: dict[str, Callable[[Any, Sequence[np.ndarray]], np.ndarray]] = {
+    "StridedSlice": _strided_slice,
+    "Pack": lambda node, v: np.stack(v, axis=int(node.attrs.get("axis", 0))),
+    "Prod": _reduce(np.prod),
+    "Sum": _reduce(np.sum),
+    "Max": _reduce(np.max),
+    "Min": _reduce(np.min),
+    "Rsqrt": lambda node, v: (1.0 / np.sqrt(v[0].astype(np.float64))).astype(v[0].dtype),
+    "Cast": lambda node, v: v[0].astype(_dtype(node, "DstT", "float32")),
+    "Add": _binary(np.add),
+    "AddV2": _binary(np.add),
+    "Sub": _binary(np.subtract),
+    "Mul": _binary(np.multiply),
+    "FloorDiv": _binary(np.floor_divide),
+    "Maximum": _binary(np.maximum),
+    "Minimum": _binary(np.minimum),
+    "ConcatV2": lambda node, v: np.concatenate(v[:-1], axis=int(np.asarray(v[-1]).reshape(-1)[0])),
+    "ExpandDims": lambda node, v: np.expand_dims(v[0], int(np.asarray(v[1]).reshape(-1)[0])),
+    "Reshape": lambda node, v: v[0].reshape([int(d) for d in np.asarray(v[1]).reshape(-1)]),
+    "Transpose": lambda node, v: np.transpose(v[0], [int(d) for d in np.asarray(v[1]).reshape(-1)]),
+    "Squeeze": lambda node, v: np.squeeze(v[0], axis=tuple(node.attrs.get("squeeze_dims") or []) or None),
+    "Fill": lambda node, v: np.full([int(d) for d in v[0].reshape(-1)], v[1]),
+}
+# Ops that exist only to compute constants: they must fold, or the graph is not supported.
+CONST_ONLY = {"Rsqrt", "StridedSlice", "Pack", "Prod", "Sum", "Max", "Min", "Cast", "FloorDiv", "ExpandDims", "Fill", "Shape"}
+
+
+def evaluate(node: Any, values: Sequence[np.ndarray]) -> np.ndarray:
+    try:
+        with np.errstate(all="ignore"):
+            return np.array(CONST_EVAL[node.op](node, values), copy=True, order="C")
+    except ConversionError:
+        raise
+    except (ValueError, IndexError, TypeError, ZeroDivisionError) as exc:
+        raise ConversionError(f"node '{node.name}' ({node.op}): cannot evaluate its constant inputs: {exc}") from None
+
+
+def shape_of(node: Any, shape: Sequence[int]) -> np.ndarray:
+    return np.array(list(shape), dtype=_dtype(node, "out_type", "int32"))

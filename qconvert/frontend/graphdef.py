@@ -1,0 +1,541 @@
+"""Read a TensorFlow frozen GraphDef (.pb) into plain Python/numpy data.
+
+We own the GraphDef schema: the protobuf message classes are built at import
+time from a ``FileDescriptorProto`` written out below, in a private descriptor
+pool. Reading a .pb therefore never imports TensorFlow (that import costs ~5 s
+and drags in a huge dependency), needs no generated ``_pb2`` files and no
+``protoc``, and works with protobuf 4.x through 7.x.
+
+Field numbers are TensorFlow's own, from tensorflow/core/framework/
+{graph,node_def,attr_value,tensor,tensor_shape,types,versions}.proto, so the
+wire format is identical. Fields we do not model (the function library, debug
+info, resource handles, ...) are kept by protobuf as unknown fields and ignored.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf.message import DecodeError
+
+from qconvert.errors import ConversionError
+from qconvert.io import read_bytes
+
+__all__ = [
+    "RawNode",
+    "parse_graphdef",
+    "read_graphdef",
+    "dtype_name",
+    "GraphDef",
+    "NodeDef",
+    "AttrValue",
+    "NameAttrList",
+    "TensorProto",
+    "TensorShapeProto",
+    "VersionDef",
+    "DT",
+]
+
+# A tensor bigger than this is certainly a corrupt shape, not a real weight.
+MAX_ELEMENTS = 2**31
+
+
+# ---------------------------------------------------------------------------
+# The schema
+# ---------------------------------------------------------------------------
+
+# types.proto: enum DataType (the non-reference values). Reference types are
+# these plus 100 and only appear on attrs of stateful graphs.
+DT: dict[str, int] = {
+    "DT_INVALID": 0,
+    "DT_FLOAT": 1,
+    "DT_DOUBLE": 2,
+    "DT_INT32": 3,
+    "DT_UINT8": 4,
+    "DT_INT16": 5,
+    "DT_INT8": 6,
+    "DT_STRING": 7,
+    "DT_COMPLEX64": 8,
+    "DT_INT64": 9,
+    "DT_BOOL": 10,
+    "DT_QINT8": 11,
+    "DT_QUINT8": 12,
+    "DT_QINT32": 13,
+    "DT_BFLOAT16": 14,
+    "DT_QINT16": 15,
+    "DT_QUINT16": 16,
+    "DT_UINT16": 17,
+    "DT_COMPLEX128": 18,
+    "DT_HALF": 19,
+    "DT_RESOURCE": 20,
+    "DT_VARIANT": 21,
+    "DT_UINT32": 22,
+    "DT_UINT64": 23,
+    "DT_FLOAT8_E5M2": 24,
+    "DT_FLOAT8_E4M3FN": 25,
+    "DT_FLOAT8_E4M3FNUZ": 26,
+    "DT_FLOAT8_E4M3B11FNUZ": 27,
+    "DT_FLOAT8_E5M2FNUZ": 28,
+    "DT_INT4": 29,
+    "DT_UINT4": 30,
+    "DT_INT2": 31,
+    "DT_UINT2": 32,
+    "DT_FLOAT4_E2M1FN": 33,
+}
+
+_DTYPE_NAMES: dict[int, str] = {
+    1: "float32",
+    2: "float64",
+    3: "int32",
+    4: "uint8",
+    5: "int16",
+    6: "int8",
+    7: "string",
+    8: "complex64",
+    9: "int64",
+    10: "bool",
+    11: "qint8",
+    12: "quint8",
+    13: "qint32",
+    14: "bfloat16",
+    15: "qint16",
+    16: "quint16",
+    17: "uint16",
+    18: "complex128",
+    19: "float16",
+    20: "resource",
+    21: "variant",
+    22: "uint32",
+    23: "uint64",
+    24: "float8_e5m2",
+    25: "float8_e4m3fn",
+    26: "float8_e4m3fnuz",
+    27: "float8_e4m3b11fnuz",
+    28: "float8_e5m2fnuz",
+    29: "int4",
+    30: "uint4",
+    31: "int2",
+    32: "uint2",
+    33: "float4_e2m1fn",
+}
+
+_PKG = "tensorflow"
+_F = descriptor_pb2.FieldDescriptorProto
+
+
+def _add_field(
+    msg: descriptor_pb2.DescriptorProto,
+    name: str,
+    number: int,
+    ftype: int,
+    repeated: bool = False,
+    type_name: str = "",
+    oneof: int | None = None,
+) -> None:
+    f = msg.field.add(
+        name=name,
+        number=number,
+        type=ftype,
+        label=_F.LABEL_REPEATED if repeated else _F.LABEL_OPTIONAL,
+    )
+    if type_name:
+        f.type_name = f".{_PKG}.{type_name}"
+    if oneof is not None:
+        f.oneof_index = oneof
+
+
+def _add_map(msg: descriptor_pb2.DescriptorProto, name: str, number: int, value_type: str) -> None:
+    """``map<string, V> name = number``: a repeated nested ``XxxEntry`` with map_entry set."""
+    entry_name = "".join(p.capitalize() for p in name.split("_")) + "Entry"
+    entry = msg.nested_type.add(name=entry_name)
+    entry.options.map_entry = True
+    _add_field(entry, "key", 1, _F.TYPE_STRING)
+    _add_field(entry, "value", 2, _F.TYPE_MESSAGE, type_name=value_type)
+    _add_field(msg, name, number, _F.TYPE_MESSAGE, repeated=True, type_name=f"{msg.name}.{entry_name}")
+
+
+def _schema() -> descriptor_pb2.FileDescriptorProto:
+    """The subset of TensorFlow's framework protos that a frozen graph uses."""
+    fd = descriptor_pb2.FileDescriptorProto(
+        name="qconvert/tensorflow_graphdef.proto", package=_PKG, syntax="proto3"
+    )
+    T = _F  # brevity
+
+    enum = fd.enum_type.add(name="DataType")
+    for name, number in DT.items():
+        enum.value.add(name=name, number=number)
+
+    # tensor_shape.proto
+    shape = fd.message_type.add(name="TensorShapeProto")
+    dim = shape.nested_type.add(name="Dim")
+    _add_field(dim, "size", 1, T.TYPE_INT64)
+    _add_field(dim, "name", 2, T.TYPE_STRING)
+    _add_field(shape, "dim", 2, T.TYPE_MESSAGE, repeated=True, type_name="TensorShapeProto.Dim")
+    _add_field(shape, "unknown_rank", 3, T.TYPE_BOOL)
+
+    # tensor.proto
+    tensor = fd.message_type.add(name="TensorProto")
+    _add_field(tensor, "dtype", 1, T.TYPE_ENUM, type_name="DataType")
+    _add_field(tensor, "tensor_shape", 2, T.TYPE_MESSAGE, type_name="TensorShapeProto")
+    _add_field(tensor, "version_number", 3, T.TYPE_INT32)
+    _add_field(tensor, "tensor_content", 4, T.TYPE_BYTES)
+    _add_field(tensor, "half_val", 13, T.TYPE_INT32, repeated=True)
+    _add_field(tensor, "float_val", 5, T.TYPE_FLOAT, repeated=True)
+    _add_field(tensor, "double_val", 6, T.TYPE_DOUBLE, repeated=True)
+    _add_field(tensor, "int_val", 7, T.TYPE_INT32, repeated=True)
+    _add_field(tensor, "string_val", 8, T.TYPE_BYTES, repeated=True)
+    _add_field(tensor, "scomplex_val", 9, T.TYPE_FLOAT, repeated=True)
+    _add_field(tensor, "int64_val", 10, T.TYPE_INT64, repeated=True)
+    _add_field(tensor, "bool_val", 11, T.TYPE_BOOL, repeated=True)
+    _add_field(tensor, "dcomplex_val", 12, T.TYPE_DOUBLE, repeated=True)
+    _add_field(tensor, "uint32_val", 16, T.TYPE_UINT32, repeated=True)
+    _add_field(tensor, "uint64_val", 17, T.TYPE_UINT64, repeated=True)
+
+    # attr_value.proto
+    attr = fd.message_type.add(name="AttrValue")
+    lst = attr.nested_type.add(name="ListValue")
+    _add_field(lst, "s", 2, T.TYPE_BYTES, repeated=True)
+    _add_field(lst, "i", 3, T.TYPE_INT64, repeated=True)
+    _add_field(lst, "f", 4, T.TYPE_FLOAT, repeated=True)
+    _add_field(lst, "b", 5, T.TYPE_BOOL, repeated=True)
+    _add_field(lst, "type", 6, T.TYPE_ENUM, repeated=True, type_name="DataType")
+    _add_field(lst, "shape", 7, T.TYPE_MESSAGE, repeated=True, type_name="TensorShapeProto")
+    _add_field(lst, "tensor", 8, T.TYPE_MESSAGE, repeated=True, type_name="TensorProto")
+    _add_field(lst, "func", 9, T.TYPE_MESSAGE, repeated=True, type_name="NameAttrList")
+    attr.oneof_decl.add(name="value")
+    _add_field(attr, "s", 2, T.TYPE_BYTES, oneof=0)
+    _add_field(attr, "i", 3, T.TYPE_INT64, oneof=0)
+    _add_field(attr, "f", 4, T.TYPE_FLOAT, oneof=0)
+    _add_field(attr, "b", 5, T.TYPE_BOOL, oneof=0)
+    _add_field(attr, "type", 6, T.TYPE_ENUM, type_name="DataType", oneof=0)
+    _add_field(attr, "shape", 7, T.TYPE_MESSAGE, type_name="TensorShapeProto", oneof=0)
+    _add_field(attr, "tensor", 8, T.TYPE_MESSAGE, type_name="TensorProto", oneof=0)
+    _add_field(attr, "list", 1, T.TYPE_MESSAGE, type_name="AttrValue.ListValue", oneof=0)
+    _add_field(attr, "func", 10, T.TYPE_MESSAGE, type_name="NameAttrList", oneof=0)
+    _add_field(attr, "placeholder", 9, T.TYPE_STRING, oneof=0)
+
+    func = fd.message_type.add(name="NameAttrList")
+    _add_field(func, "name", 1, T.TYPE_STRING)
+    _add_map(func, "attr", 2, "AttrValue")
+
+    # node_def.proto
+    node = fd.message_type.add(name="NodeDef")
+    _add_field(node, "name", 1, T.TYPE_STRING)
+    _add_field(node, "op", 2, T.TYPE_STRING)
+    _add_field(node, "input", 3, T.TYPE_STRING, repeated=True)
+    _add_field(node, "device", 4, T.TYPE_STRING)
+    _add_map(node, "attr", 5, "AttrValue")
+
+    # versions.proto
+    versions = fd.message_type.add(name="VersionDef")
+    _add_field(versions, "producer", 1, T.TYPE_INT32)
+    _add_field(versions, "min_consumer", 2, T.TYPE_INT32)
+    _add_field(versions, "bad_consumers", 3, T.TYPE_INT32, repeated=True)
+
+    # graph.proto (library = 2 and debug_info = 5 stay unknown fields)
+    graph = fd.message_type.add(name="GraphDef")
+    _add_field(graph, "node", 1, T.TYPE_MESSAGE, repeated=True, type_name="NodeDef")
+    _add_field(graph, "versions", 4, T.TYPE_MESSAGE, type_name="VersionDef")
+    _add_field(graph, "version", 3, T.TYPE_INT32)
+    return fd
+
+
+def _message_classes() -> dict[str, type]:
+    pool = descriptor_pool.DescriptorPool()
+    pool.AddSerializedFile(_schema().SerializeToString())
+    get_class = getattr(message_factory, "GetMessageClass", None)
+    if get_class is None:  # protobuf < 4.22 has only the (later removed) factory API
+        factory = message_factory.MessageFactory(pool)
+        get_class = factory.GetPrototype
+    names = ("GraphDef", "NodeDef", "AttrValue", "NameAttrList", "TensorProto",
+             "TensorShapeProto", "VersionDef")
+    return {n: get_class(pool.FindMessageTypeByName(f"{_PKG}.{n}")) for n in names}
+
+
+_CLASSES = _message_classes()
+GraphDef = _CLASSES["GraphDef"]
+NodeDef = _CLASSES["NodeDef"]
+AttrValue = _CLASSES["AttrValue"]
+NameAttrList = _CLASSES["NameAttrList"]
+TensorProto = _CLASSES["TensorProto"]
+TensorShapeProto = _CLASSES["TensorShapeProto"]
+VersionDef = _CLASSES["VersionDef"]
+
+
+# ---------------------------------------------------------------------------
+# Decoding
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class RawNode:
+    """One NodeDef with its attrs decoded to Python/numpy values; no TF types leak out."""
+
+    name: str
+    op: str
+    inputs: list[str]  # as in the NodeDef, e.g. "conv/weights", "split:1", "^ctrl_dep"
+    attrs: dict[str, Any]
+    device: str = ""
+
+
+def dtype_name(enum_value: int) -> str:
+    """numpy-style name of a DataType enum value ("float32", ...; "float32_ref" for refs)."""
+    name = _DTYPE_NAMES.get(enum_value)
+    if name is not None:
+        return name
+    if enum_value > 100 and enum_value - 100 in _DTYPE_NAMES:
+        return _DTYPE_NAMES[enum_value - 100] + "_ref"
+    return f"dtype{enum_value}"
+
+
+def _bfloat16() -> np.dtype:
+    try:
+        import ml_dtypes
+    except ImportError:
+        raise ValueError("bfloat16 tensors need the 'ml_dtypes' package") from None
+    return np.dtype(ml_dtypes.bfloat16)
+
+
+# DataType -> (numpy dtype of the result, typed repeated field used when there is
+# no tensor_content). Quantized TF types become their plain storage type.
+_TENSOR_KINDS: dict[int, tuple[Any, str]] = {
+    1: (np.float32, "float_val"),
+    2: (np.float64, "double_val"),
+    3: (np.int32, "int_val"),
+    4: (np.uint8, "int_val"),
+    5: (np.int16, "int_val"),
+    6: (np.int8, "int_val"),
+    7: (object, "string_val"),
+    8: (np.complex64, "scomplex_val"),
+    9: (np.int64, "int64_val"),
+    10: (np.bool_, "bool_val"),
+    11: (np.int8, "int_val"),
+    12: (np.uint8, "int_val"),
+    13: (np.int32, "int_val"),
+    14: ("bfloat16", "half_val"),
+    15: (np.int16, "int_val"),
+    16: (np.uint16, "int_val"),
+    17: (np.uint16, "int_val"),
+    18: (np.complex128, "dcomplex_val"),
+    19: (np.float16, "half_val"),
+    22: (np.uint32, "uint32_val"),
+    23: (np.uint64, "uint64_val"),
+}
+
+
+def _tensor_shape(shape: Any) -> tuple[int, ...]:
+    """A tensor's concrete shape; raises ValueError for shapes no real constant can have."""
+    if shape.unknown_rank:
+        raise ValueError("tensor has unknown rank")
+    dims = tuple(d.size for d in shape.dim)
+    for d in dims:
+        if d < 0:
+            raise ValueError(f"tensor has a negative dimension in shape {list(dims)}")
+    if math.prod(dims) > MAX_ELEMENTS:
+        raise ValueError(f"tensor shape {list(dims)} is absurdly large (more than 2**31 elements)")
+    return dims
+
+
+def _tensor_to_numpy(t: Any) -> np.ndarray:
+    """TensorProto -> numpy array, following TensorFlow's Tensor::FromProto rules.
+
+    Raises ValueError; the caller adds the node name.
+    """
+    shape = _tensor_shape(t.tensor_shape)
+    count = math.prod(shape)
+    kind = _TENSOR_KINDS.get(t.dtype)
+    if kind is None:
+        raise ValueError(f"unsupported tensor dtype {dtype_name(t.dtype)}")
+    dt, field = kind
+    is_bf16 = isinstance(dt, str)
+    dt = _bfloat16() if is_bf16 else np.dtype(dt)
+
+    content = t.tensor_content
+    if content:
+        if dt.kind == "O":
+            raise ValueError("string tensor uses tensor_content, which TensorFlow does not allow")
+        if len(content) != count * dt.itemsize:
+            raise ValueError(
+                f"tensor_content has {len(content)} bytes but shape {list(shape)} of "
+                f"{dtype_name(t.dtype)} needs {count * dt.itemsize}"
+            )
+        # Little-endian on the wire; the astype is the one copy (into native order),
+        # which also makes the array writable and frees it from the proto's bytes.
+        raw = np.dtype("<u2") if is_bf16 else dt.newbyteorder("<")
+        flat = np.frombuffer(content, dtype=raw).astype(np.uint16 if is_bf16 else dt)
+        if is_bf16:
+            flat = flat.view(dt)
+        return flat.reshape(shape)
+
+    values = getattr(t, field)
+    n = len(values)
+    if field in ("scomplex_val", "dcomplex_val"):
+        if n % 2:
+            raise ValueError(f"{field} has an odd number of values ({n})")
+        n //= 2
+    if n > count:
+        raise ValueError(f"{field} has {n} values but shape {list(shape)} holds {count}")
+    if n == 0:
+        if dt.kind == "O":
+            return np.full(shape, b"", dtype=object)
+        return np.zeros(shape, dtype=dt)
+
+    if dt.kind == "O":
+        flat = np.empty(n, dtype=object)
+        flat[:] = list(values)
+    elif field == "half_val":  # uint16 bit patterns stored in int32s
+        flat = np.array(values, dtype=np.int32).astype(np.uint16).view(dt)
+    elif field == "int_val":  # int32 storage; narrow like C++'s static_cast
+        flat = np.array(values, dtype=np.int32).astype(dt)
+    elif field in ("scomplex_val", "dcomplex_val"):
+        real = np.float32 if field == "scomplex_val" else np.float64
+        flat = np.array(values, dtype=real).view(dt)
+    else:
+        flat = np.array(values, dtype=dt)
+
+    if n < count:  # TensorFlow repeats the last value to fill the shape
+        full = np.empty(count, dtype=dt)
+        full[:n] = flat
+        full[n:] = flat[-1]
+        flat = full
+    return flat.reshape(shape)
+
+
+def _shape_attr(shape: Any) -> tuple[int, ...] | None:
+    if shape.unknown_rank:
+        return None
+    return tuple(d.size if d.size >= 0 else -1 for d in shape.dim)
+
+
+def _text(s: bytes) -> str | bytes:
+    try:
+        return s.decode("utf-8")
+    except UnicodeDecodeError:
+        return s
+
+
+def _list_attr(lv: Any) -> list[Any]:
+    # TensorFlow treats a ListValue as whichever field is non-empty.
+    if len(lv.s):
+        return [_text(s) for s in lv.s]
+    if len(lv.i):
+        return list(lv.i)
+    if len(lv.f):
+        return list(lv.f)
+    if len(lv.b):
+        return list(lv.b)
+    if len(lv.type):
+        return [dtype_name(x) for x in lv.type]
+    if len(lv.shape):
+        return [_shape_attr(x) for x in lv.shape]
+    if len(lv.tensor):
+        return [_tensor_to_numpy(x) for x in lv.tensor]
+    if len(lv.func):
+        return [f.name for f in lv.func]
+    return []
+
+
+def _attr_value(v: Any) -> Any:
+    """AttrValue -> Python value; raises ValueError for bad tensors."""
+    kind = v.WhichOneof("value")
+    if kind is None:
+        return None
+    if kind == "s":
+        return _text(v.s)
+    if kind == "i":
+        return v.i
+    if kind == "f":
+        return v.f
+    if kind == "b":
+        return v.b
+    if kind == "type":
+        return dtype_name(v.type)
+    if kind == "shape":
+        return _shape_attr(v.shape)
+    if kind == "tensor":
+        return _tensor_to_numpy(v.tensor)
+    if kind == "list":
+        return _list_attr(v.list)
+    if kind == "func":
+        return v.func.name
+    return v.placeholder  # "placeholder"
+
+
+# ---------------------------------------------------------------------------
+# Entry points
+# ---------------------------------------------------------------------------
+
+
+def _sniff(data: bytes, source: str) -> None:
+    """Recognise files that are clearly not a binary GraphDef before protobuf guesses."""
+    if not data:
+        raise ConversionError(f"{source}: the file is empty, not a GraphDef")
+    if data[4:8] == b"TFL3":
+        raise ConversionError(f"{source}: this is a TFLite model, not a GraphDef")
+    if data[:8] == b"\x89HDF\r\n\x1a\n":
+        raise ConversionError(f"{source}: this is a Keras/HDF5 file, not a GraphDef")
+    head = data[:64].lstrip()
+    if head.startswith((b"node {", b"node{", b"versions {", b"library {")):
+        raise ConversionError(
+            f"{source}: this is a text-format GraphDef (.pbtxt); convert it to binary .pb first"
+        )
+
+
+def _parse_message(data: bytes, source: str) -> Any:
+    _sniff(data, source)
+    graph = GraphDef()
+    try:
+        graph.ParseFromString(data)
+    except (DecodeError, ValueError) as e:
+        raise ConversionError(f"{source}: not a valid GraphDef (protobuf parse failed: {e})") from None
+    if len(graph.node) == 0:
+        hint = ""
+        if os.path.basename(source) == "saved_model.pb":
+            hint = " (this looks like a SavedModel's saved_model.pb; SavedModel input is not supported yet)"
+        raise ConversionError(f"{source}: not a GraphDef (parsed, but it has no nodes){hint}")
+    return graph
+
+
+def _decode(graph: Any, source: str) -> list[RawNode]:
+    nodes: list[RawNode] = []
+    for index, nd in enumerate(graph.node):
+        name, op = nd.name, nd.op
+        if not name:
+            raise ConversionError(f"{source}: not a valid GraphDef (node #{index} has no name)")
+        if not op:
+            raise ConversionError(f"{source}: not a valid GraphDef (node '{name}' has no op)")
+        attrs: dict[str, Any] = {}
+        for key, value in nd.attr.items():
+            try:
+                attrs[key] = _attr_value(value)
+            except ValueError as e:
+                raise ConversionError(f"{source}: node '{name}' ({op}) attr '{key}': {e}") from None
+        nodes.append(RawNode(name, op, list(nd.input), attrs, nd.device))
+    return nodes
+
+
+def parse_graphdef(data: bytes, source: str = "<bytes>") -> list[RawNode]:
+    """Decode a binary GraphDef; ``source`` names it in error messages."""
+    if not isinstance(data, bytes):
+        data = bytes(data)
+    return _decode(_parse_message(data, source), source)
+
+
+def read_graphdef(path: str | os.PathLike[str]) -> list[RawNode]:
+    """Read and decode a frozen GraphDef file, with one-line errors for the usual mistakes."""
+    source = os.fspath(path)
+    if os.path.isdir(source):
+        if os.path.isfile(os.path.join(source, "saved_model.pb")):
+            raise ConversionError(
+                f"{source}: this is a SavedModel directory, not a frozen GraphDef .pb; "
+                "freeze it to a .pb first (SavedModel input is not supported yet)"
+            )
+    data = read_bytes(source, "a GraphDef .pb file")
+    graph = _parse_message(data, source)
+    del data  # the parsed message holds what we need; free the raw bytes early
+    return _decode(graph, source)

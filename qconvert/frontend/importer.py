@@ -1,0 +1,250 @@
+"""GraphDef nodes → IR graph with TensorFlow op names and static shapes.
+
+The importer cuts the graph down to what the requested outputs need, resolves
+Identity-like aliases (Identity, StopGradient, Snapshot), turns Const nodes into
+constant tensors and Placeholders into graph inputs, and infers every output
+shape with the op table's shape functions. It never imports TensorFlow.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from qconvert.errors import ConversionError, UsageError
+from qconvert.frontend.const_eval import CONST_EVAL, CONST_ONLY, evaluate, shape_of
+from qconvert.frontend.graphdef import RawNode
+from qconvert.frontend.tf_ops import STRUCTURAL, TF_OPS, supported_ops
+from qconvert.ir import Graph, Node, Tensor
+
+# Ops that are never graph outputs when outputs are auto-detected.
+_NOT_SINKS = {"Const", "NoOp", "Placeholder", "Assert", "SaveV2", "RestoreV2", "VarHandleOp"}
+_MAX_ELEMENTS = 1 << 31
+
+
+def tensor_name(ref: str) -> str:
+    """GraphDef input reference ("n", "n:0", "n:2") → IR tensor name ("n", "n", "n:2")."""
+    if ref.endswith(":0"):
+        return ref[:-2]
+    return ref
+
+
+def _node_of(ref: str) -> str:
+    name, _, port = ref.rpartition(":")
+    return name if name and port.isdigit() else ref
+
+
+def detect_outputs(nodes: Sequence[RawNode]) -> list[str]:
+    """Graph sinks: nodes whose value nobody reads, skipping constants and NoOps."""
+    read: set[str] = set()
+    for n in nodes:
+        for ref in n.inputs:
+            if not ref.startswith("^"):
+                read.add(_node_of(ref))
+    return [n.name for n in nodes if n.name not in read and n.op not in _NOT_SINKS]
+
+
+def import_graph(
+    nodes: Sequence[RawNode],
+    inputs: Sequence[str] | None = None,
+    outputs: Sequence[str] | None = None,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+) -> Graph:
+    by_name: dict[str, RawNode] = {}
+    for n in nodes:
+        if n.name in by_name:
+            raise ConversionError(f"the graph has two nodes named '{n.name}'; node names must be unique")
+        by_name[n.name] = n
+
+    placeholders = [n.name for n in nodes if n.op == "Placeholder"]
+    if outputs:
+        for o in outputs:
+            if _node_of(o) not in by_name:
+                raise UsageError(
+                    f"--outputs names '{o}', which is not a node of the graph; sinks are: "
+                    f"{', '.join(detect_outputs(nodes)) or '(none)'}"
+                )
+        out_refs = list(outputs)
+    else:
+        out_refs = detect_outputs(nodes)
+        if not out_refs:
+            raise ConversionError("the graph has no output node; name one with --outputs")
+    if inputs:
+        for i in inputs:
+            if i not in by_name:
+                raise UsageError(
+                    f"--inputs names '{i}', which is not a node of the graph; placeholders are: "
+                    f"{', '.join(placeholders) or '(none)'}"
+                )
+            if by_name[i].op != "Placeholder":
+                raise UsageError(f"--inputs names '{i}', a {by_name[i].op} node; inputs must be Placeholders")
+    for name in input_shapes or {}:
+        if name not in by_name or by_name[name].op != "Placeholder":
+            raise UsageError(
+                f"--input-shapes names '{name}', which is not a placeholder; placeholders are: "
+                f"{', '.join(placeholders) or '(none)'}"
+            )
+
+    # Walk back from the outputs: only what they need is converted.
+    needed: list[str] = []
+    seen: set[str] = set()
+    stack = [_node_of(o) for o in out_refs]
+    input_set = set(inputs or [])
+    while stack:
+        name = stack.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        needed.append(name)
+        node = by_name[name]
+        if name in input_set:
+            continue
+        for ref in node.inputs:
+            if ref.startswith("^"):
+                continue
+            src = _node_of(ref)
+            if src not in by_name:
+                raise ConversionError(f"node '{name}' reads '{ref}', which is not in the graph")
+            stack.append(src)
+
+    unknown = sorted({by_name[n].op for n in needed if by_name[n].op not in TF_OPS and by_name[n].op not in CONST_ONLY})
+    if unknown:
+        where = ", ".join(
+            f"'{n}' ({by_name[n].op})" for n in needed if by_name[n].op in unknown
+        )
+        raise ConversionError(
+            f"unsupported op{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} at node{'s' if len(where.split(',')) > 1 else ''} "
+            f"{_shorten(where)}; supported ops: {supported_ops()}"
+        )
+
+    order = _topological(needed, by_name, input_set)
+    graph = Graph()
+    alias: dict[str, str] = {}
+    shapes = {k: tuple(int(d) for d in v) for k, v in (input_shapes or {}).items()}
+
+    def resolve(ref: str) -> str:
+        name = tensor_name(ref)
+        while name in alias:
+            name = alias[name]
+        return name
+
+    for name in order:
+        raw = by_name[name]
+        op = raw.op
+        if op == "Const":
+            value = raw.attrs.get("value")
+            if not isinstance(value, np.ndarray):
+                raise ConversionError(f"node '{name}' (Const) has no tensor value")
+            graph.add_tensor(Tensor(name, value.dtype.name, tuple(value.shape), value))
+            continue
+        if op == "Placeholder" or name in input_set:
+            graph.add_tensor(_placeholder(raw, shapes.get(name)))
+            graph.inputs.append(name)
+            continue
+        if op == "NoOp":
+            continue
+        data_inputs = [resolve(r) for r in raw.inputs if not r.startswith("^")]
+        for t in data_inputs:
+            if t not in graph.tensors:
+                raise ConversionError(f"node '{name}' reads '{t}', which no node produces")
+        if op in STRUCTURAL:
+            if not data_inputs:
+                raise ConversionError(f"node '{name}' ({op}) has no input")
+            alias[name] = data_inputs[0]
+            continue
+        if op == "Shape" and data_inputs:
+            value = shape_of(raw, graph.tensors[data_inputs[0]].shape)
+            graph.add_tensor(Tensor(name, value.dtype.name, tuple(value.shape), value))
+            continue
+        if op in CONST_EVAL and data_inputs and all(graph.is_const(t) for t in data_inputs):
+            value = evaluate(raw, [graph.const(t) for t in data_inputs])
+            graph.add_tensor(Tensor(name, value.dtype.name, tuple(value.shape), value))
+            continue
+        if op in CONST_ONLY:
+            raise ConversionError(
+                f"node '{name}' ({op}) computes on tensors that are not constant; only constant "
+                f"shape arithmetic is supported (give the graph static shapes, e.g. --input-shapes)"
+            )
+        dtype = raw.attrs.get("T", "float32")
+        if dtype != "float32":
+            raise ConversionError(
+                f"node '{name}' ({op}) computes in {dtype}; only float32 activations can be quantized"
+            )
+        in_shapes = [graph.tensors[t].shape for t in data_inputs]
+        consts = [graph.tensors[t].data for t in data_inputs]
+        spec = TF_OPS[op]
+        shape = spec.shape(raw, in_shapes, consts) if spec.shape else in_shapes[0]
+        if any(d <= 0 for d in shape) or int(np.prod(shape, dtype=np.int64)) > _MAX_ELEMENTS:
+            raise ConversionError(f"node '{name}' ({op}) would produce a tensor of shape {list(shape)}")
+        graph.add_tensor(Tensor(name, "float32", tuple(int(d) for d in shape)))
+        attrs = {k: v for k, v in raw.attrs.items() if v is not None}  # an empty AttrValue = not set
+        graph.add_node(Node(op, data_inputs, [name], attrs, name=name))
+
+    graph.outputs = [resolve(o) for o in out_refs]
+    graph.output_names = [tensor_name(o) for o in out_refs]
+    for o in graph.outputs:
+        if graph.is_const(o):
+            raise ConversionError(f"output '{o}' is a constant; name a computed node with --outputs")
+    if not graph.inputs:
+        raise ConversionError("the graph has no Placeholder input on the path to its outputs")
+    return graph
+
+
+def _shorten(text: str, limit: int = 300) -> str:
+    return text if len(text) <= limit else text[:limit] + " …"
+
+
+def _placeholder(raw: RawNode, override: tuple[int, ...] | None) -> Tensor:
+    dtype = raw.attrs.get("dtype", "float32")
+    if dtype != "float32":
+        raise ConversionError(f"input '{raw.name}' has dtype {dtype}; only float32 inputs can be quantized")
+    shape = raw.attrs.get("shape")
+    if override is not None:
+        if shape is not None and len(shape) != len(override):
+            raise UsageError(
+                f"--input-shapes {raw.name}: rank {len(override)} does not match the placeholder's {list(shape)}"
+            )
+        shape = override
+    if shape is None:
+        raise ConversionError(
+            f"input '{raw.name}' has unknown rank; pass --input-shapes {raw.name}=D0,D1,..."
+        )
+    dims = list(shape)
+    if dims and dims[0] == -1:
+        dims[0] = 1  # unknown batch → 1, as TensorFlow's converter does
+    if any(d < 0 for d in dims):
+        raise ConversionError(
+            f"input '{raw.name}' has unknown dimensions {list(shape)}; pass --input-shapes {raw.name}=D0,D1,..."
+        )
+    if any(d == 0 for d in dims) or int(np.prod(dims, dtype=np.int64)) > _MAX_ELEMENTS:
+        raise ConversionError(f"input '{raw.name}' has an unusable shape {dims}")
+    return Tensor(raw.name, "float32", tuple(dims))
+
+
+def _topological(needed: list[str], by_name: Mapping[str, RawNode], cut: set[str]) -> list[str]:
+    """Depth-first post-order over data inputs; reports a cycle by node name."""
+    state: dict[str, int] = {}
+    order: list[str] = []
+    for root in sorted(needed):
+        if root in state:
+            continue
+        stack: list[tuple[str, int]] = [(root, 0)]
+        state[root] = 1
+        while stack:
+            name, i = stack[-1]
+            refs = [] if name in cut else [r for r in by_name[name].inputs if not r.startswith("^")]
+            if i < len(refs):
+                stack[-1] = (name, i + 1)
+                src = _node_of(refs[i])
+                st = state.get(src, 0)
+                if st == 1:
+                    raise ConversionError(f"the graph has a cycle through node '{src}'")
+                if st == 0:
+                    state[src] = 1
+                    stack.append((src, 0))
+            else:
+                state[name] = 2
+                order.append(name)
+                stack.pop()
+    return order

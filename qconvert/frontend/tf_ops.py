@@ -1,0 +1,276 @@
+"""The TensorFlow op table: every GraphDef op type qconvert reads, the TFLite op it
+becomes, and how to infer its output shape (NHWC). With ``legalize/`` this is the only
+place that knows TensorFlow op names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from qconvert.errors import ConversionError
+from qconvert.ops.windows import window_out
+
+Shape = tuple[int, ...]
+
+# ---------------------------------------------------------------------------
+# Shape inference for TensorFlow ops (NHWC)
+
+
+def _attr(node: Any, key: str, default: Any = None) -> Any:
+    value = node.attrs.get(key)
+    return default if value is None else value
+
+
+def _nhwc_only(node: Any) -> None:
+    fmt = _attr(node, "data_format", "NHWC")
+    if fmt not in ("NHWC", "", None):
+        raise ConversionError(
+            f"node '{node.name}' ({node.op}) uses data_format {fmt}; only NHWC graphs are supported "
+            f"(TFLite is NHWC): re-export the model with channels-last layout"
+        )
+
+
+def _conv_like(node: Any, x: Shape, h: int, w: int, out_c: int) -> Shape:
+    _nhwc_only(node)
+    if len(x) != 4:
+        raise ConversionError(f"node '{node.name}' ({node.op}): input must be 4-D NHWC, got shape {list(x)}")
+    strides = _attr(node, "strides", [1, 1, 1, 1])
+    dil = _attr(node, "dilations", [1, 1, 1, 1]) or [1, 1, 1, 1]
+    pad = _attr(node, "padding", "VALID")
+    oh = window_out(x[1], h, strides[1], dil[1], pad)
+    ow = window_out(x[2], w, strides[2], dil[2], pad)
+    if oh <= 0 or ow <= 0:
+        raise ConversionError(f"node '{node.name}' ({node.op}): window larger than input {list(x)}")
+    return (x[0], oh, ow, out_c)
+
+
+def shape_conv2d(node: Any, s: list[Shape], c: list[Any]) -> Shape:
+    w = s[1]
+    if len(w) != 4 or w[2] != s[0][-1]:
+        raise ConversionError(
+            f"node '{node.name}' (Conv2D): filter shape {list(w)} does not fit input {list(s[0])}"
+        )
+    return _conv_like(node, s[0], w[0], w[1], w[3])
+
+
+def shape_depthwise(node: Any, s: list[Shape], c: list[Any]) -> Shape:
+    w = s[1]
+    if len(w) != 4 or w[2] != s[0][-1]:
+        raise ConversionError(
+            f"node '{node.name}' (DepthwiseConv2dNative): filter shape {list(w)} does not fit input {list(s[0])}"
+        )
+    return _conv_like(node, s[0], w[0], w[1], w[2] * w[3])
+
+
+def shape_pool(node: Any, s: list[Shape], c: list[Any]) -> Shape:
+    k = _attr(node, "ksize", [1, 1, 1, 1])
+    if k[0] != 1 or k[3] != 1:
+        raise ConversionError(f"node '{node.name}' ({node.op}): pooling over batch or channels is not supported")
+    return _conv_like(node, s[0], k[1], k[2], s[0][3])
+
+
+def shape_matmul(node: Any, s: list[Shape], c: list[Any]) -> Shape:
+    a, b = s
+    if len(a) != 2 or len(b) != 2:
+        raise ConversionError(f"node '{node.name}' (MatMul): operands must be 2-D, got {list(a)} and {list(b)}")
+    m, k = (a[1], a[0]) if _attr(node, "transpose_a", False) else a
+    k2, n = (b[1], b[0]) if _attr(node, "transpose_b", False) else b
+    if k != k2:
+        raise ConversionError(f"node '{node.name}' (MatMul): inner dimensions differ: {list(a)} x {list(b)}")
+    return (m, n)
+
+
+def shape_broadcast(node: Any, s: list[Shape], c: list[Any]) -> Shape:
+    try:
+        return tuple(int(d) for d in np.broadcast_shapes(*s))
+    except ValueError:
+        raise ConversionError(
+            f"node '{node.name}' ({node.op}): shapes {[list(x) for x in s]} do not broadcast"
+        ) from None
+
+
+def shape_bias_add(node: Any, s: list[Shape], c: list[Any]) -> Shape:
+    _nhwc_only(node)
+    if len(s[1]) != 1 or s[1][0] != s[0][-1]:
+        raise ConversionError(f"node '{node.name}' (BiasAdd): bias {list(s[1])} does not match {list(s[0])}")
+    return s[0]
+
+
+def shape_same(node: Any, s: list[Shape], c: list[Any]) -> Shape:
+    return s[0]
+
+
+def shape_batch_norm(node: Any, s: list[Shape], c: list[Any]) -> Shape:
+    _nhwc_only(node)
+    channels = s[0][-1]
+    if any(len(p) != 1 or p[0] != channels for p in s[1:5]):
+        raise ConversionError(
+            f"node '{node.name}' ({node.op}): scale/offset/mean/variance must have {channels} values"
+        )
+    return s[0]
+
+
+def _const_input(node: Any, c: list[Any], i: int, what: str) -> np.ndarray:
+    if i >= len(c) or c[i] is None:
+        raise ConversionError(
+            f"node '{node.name}' ({node.op}): the {what} must be a constant; freeze the graph so it is one"
+        )
+    return np.asarray(c[i])
+
+
+def _axes(node: Any, axes: np.ndarray, rank: int) -> list[int]:
+    out = []
+    for a in np.atleast_1d(axes).astype(np.int64).tolist():
+        if not -rank <= a < rank:
+            raise ConversionError(f"node '{node.name}' ({node.op}): axis {a} out of range for rank {rank}")
+        out.append(a % rank)
+    return out
+
+
+def shape_mean(node: Any, s: list[Shape], c: list[Any]) -> Shape:
+    axes = _axes(node, _const_input(node, c, 1, "reduction axes"), len(s[0]))
+    if _attr(node, "keep_dims", False):
+        return tuple(1 if i in axes else d for i, d in enumerate(s[0]))
+    return tuple(d for i, d in enumerate(s[0]) if i not in axes)
+
+
+def shape_reshape(node: Any, s: list[Shape], c: list[Any]) -> Shape:
+    target = [int(v) for v in _const_input(node, c, 1, "target shape").reshape(-1)]
+    total = int(np.prod(s[0], dtype=np.int64))
+    known = int(np.prod([d for d in target if d != -1], dtype=np.int64))
+    if target.count(-1) > 1 or any(d < -1 for d in target):
+        raise ConversionError(f"node '{node.name}' (Reshape): invalid target shape {target}")
+    if -1 in target:
+        if known == 0 or total % known:
+            raise ConversionError(f"node '{node.name}' (Reshape): cannot reshape {list(s[0])} to {target}")
+        target[target.index(-1)] = total // known
+    if int(np.prod(target, dtype=np.int64)) != total:
+        raise ConversionError(f"node '{node.name}' (Reshape): cannot reshape {list(s[0])} to {target}")
+    return tuple(target)
+
+
+def shape_squeeze(node: Any, s: list[Shape], c: list[Any]) -> Shape:
+    dims = _attr(node, "squeeze_dims", []) or []
+    axes = _axes(node, np.array(dims, dtype=np.int64), len(s[0])) if dims else [
+        i for i, d in enumerate(s[0]) if d == 1
+    ]
+    for a in axes:
+        if s[0][a] != 1:
+            raise ConversionError(f"node '{node.name}' (Squeeze): dimension {a} of {list(s[0])} is not 1")
+    return tuple(d for i, d in enumerate(s[0]) if i not in axes)
+
+
+def shape_concat(node: Any, s: list[Shape], c: list[Any]) -> Shape:
+    n = _attr(node, "N", len(s) - 1)
+    parts = s[:n]
+    rank = len(parts[0])
+    axis = _axes(node, _const_input(node, c, n, "axis"), rank)[0]
+    for p in parts:
+        if len(p) != rank or any(p[i] != parts[0][i] for i in range(rank) if i != axis):
+            raise ConversionError(
+                f"node '{node.name}' (ConcatV2): shapes {[list(x) for x in parts]} cannot be joined on axis {axis}"
+            )
+    out = list(parts[0])
+    out[axis] = sum(p[axis] for p in parts)
+    return tuple(out)
+
+
+def shape_pad(node: Any, s: list[Shape], c: list[Any]) -> Shape:
+    pads = _const_input(node, c, 1, "paddings").astype(np.int64)
+    if pads.shape != (len(s[0]), 2) or (pads < 0).any():
+        raise ConversionError(f"node '{node.name}' (Pad): paddings {pads.tolist()} do not fit {list(s[0])}")
+    return tuple(int(d + p[0] + p[1]) for d, p in zip(s[0], pads))
+
+
+def _block_args(node: Any, c: list[Any], what: str) -> tuple[list[int], np.ndarray]:
+    block = [int(v) for v in _const_input(node, c, 1, "block shape").reshape(-1)]
+    pads = _const_input(node, c, 2, what).astype(np.int64).reshape(-1, 2)
+    if len(block) != 2 or pads.shape != (2, 2) or min(block) < 1 or (pads < 0).any():
+        raise ConversionError(f"node '{node.name}' ({node.op}): only 2-D spatial blocks are supported")
+    return block, pads
+
+
+def shape_space_to_batch(node: Any, s: list[Shape], c: list[Any]) -> Shape:
+    block, pads = _block_args(node, c, "paddings")
+    n, h, w, ch = s[0]
+    hp, wp = h + pads[0].sum(), w + pads[1].sum()
+    if hp % block[0] or wp % block[1]:
+        raise ConversionError(f"node '{node.name}' (SpaceToBatchND): padded size is not a multiple of the block")
+    return (n * block[0] * block[1], int(hp // block[0]), int(wp // block[1]), ch)
+
+
+def shape_batch_to_space(node: Any, s: list[Shape], c: list[Any]) -> Shape:
+    block, crops = _block_args(node, c, "crops")
+    n, h, w, ch = s[0]
+    if n % (block[0] * block[1]):
+        raise ConversionError(f"node '{node.name}' (BatchToSpaceND): batch is not a multiple of the block")
+    return (n // (block[0] * block[1]), int(h * block[0] - crops[0].sum()), int(w * block[1] - crops[1].sum()), ch)
+
+
+def shape_transpose(node: Any, s: list[Shape], c: list[Any]) -> Shape:
+    perm = _const_input(node, c, 1, "permutation").astype(np.int64).tolist()
+    return tuple(s[0][p] for p in perm)
+
+
+@dataclass(frozen=True)
+class TfOp:
+    """A TensorFlow op we read: the TFLite op it becomes and its shape function."""
+
+    tfl: str | None
+    shape: Callable[[Any, list[Shape], list[Any]], Shape] | None
+
+
+# ``None`` as the TFLite op marks structural ops that disappear (Identity) or that
+# the importer turns into tensors (Const, Placeholder).
+TF_OPS: dict[str, TfOp] = {
+    "Placeholder": TfOp(None, None),
+    "PlaceholderWithDefault": TfOp(None, shape_same),
+    "Const": TfOp(None, None),
+    "Identity": TfOp(None, shape_same),
+    "StopGradient": TfOp(None, shape_same),
+    "Snapshot": TfOp(None, shape_same),
+    "NoOp": TfOp(None, None),
+    "Conv2D": TfOp("CONV_2D", shape_conv2d),
+    "DepthwiseConv2dNative": TfOp("DEPTHWISE_CONV_2D", shape_depthwise),
+    "MatMul": TfOp("FULLY_CONNECTED", shape_matmul),
+    "BiasAdd": TfOp("ADD", shape_bias_add),
+    "Add": TfOp("ADD", shape_broadcast),
+    "AddV2": TfOp("ADD", shape_broadcast),
+    "Sub": TfOp("SUB", shape_broadcast),
+    "Mul": TfOp("MUL", shape_broadcast),
+    "FusedBatchNorm": TfOp("MUL", shape_batch_norm),
+    "FusedBatchNormV2": TfOp("MUL", shape_batch_norm),
+    "FusedBatchNormV3": TfOp("MUL", shape_batch_norm),
+    "Relu": TfOp("RELU", shape_same),
+    "Relu6": TfOp("RELU6", shape_same),
+    "Maximum": TfOp("MAXIMUM", shape_broadcast),
+    "Minimum": TfOp("MINIMUM", shape_broadcast),
+    "AvgPool": TfOp("AVERAGE_POOL_2D", shape_pool),
+    "MaxPool": TfOp("MAX_POOL_2D", shape_pool),
+    "Mean": TfOp("MEAN", shape_mean),
+    "Reshape": TfOp("RESHAPE", shape_reshape),
+    "Transpose": TfOp("TRANSPOSE", shape_transpose),
+    "SpaceToBatchND": TfOp("SPACE_TO_BATCH_ND", shape_space_to_batch),
+    "BatchToSpaceND": TfOp("BATCH_TO_SPACE_ND", shape_batch_to_space),
+    "Squeeze": TfOp("SQUEEZE", shape_squeeze),
+    "ConcatV2": TfOp("CONCATENATION", shape_concat),
+    "Pad": TfOp("PAD", shape_pad),
+    "Softmax": TfOp("SOFTMAX", shape_same),
+    "Sigmoid": TfOp("LOGISTIC", shape_same),
+    "Tanh": TfOp("TANH", shape_same),
+    "FakeQuantWithMinMaxArgs": TfOp("FAKE_QUANT", shape_same),
+    "FakeQuantWithMinMaxVars": TfOp("FAKE_QUANT", shape_same),
+    "FakeQuantWithMinMaxVarsPerChannel": TfOp("FAKE_QUANT", shape_same),
+}
+
+STRUCTURAL = {"Identity", "StopGradient", "Snapshot", "PlaceholderWithDefault"}
+
+
+def supported_ops() -> str:
+    return ", ".join(sorted(k for k in TF_OPS if k not in ("NoOp",)))
+
+
+# Ops computing constants only (shape arithmetic), folded while importing: see const_eval.py.

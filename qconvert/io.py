@@ -1,0 +1,62 @@
+"""Reading and writing files with one-line errors for the usual mistakes; writes are atomic
+(a temporary file renamed), so there is never a half-written output.
+
+May import: ``qconvert.errors``."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from qconvert.errors import ConversionError
+
+
+def read_bytes(path: str | os.PathLike[str], kind: str) -> bytes:
+    """The file's bytes; a missing, unreadable or directory path is a ConversionError.
+
+    ``kind`` names what was expected ("a GraphDef .pb file", "a .tflite file").
+    """
+    source = os.fspath(path)
+    if os.path.isdir(source):
+        raise ConversionError(f"{source}: is a directory, not {kind}")
+    try:
+        with open(source, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        raise ConversionError(f"{source}: no such file") from None
+    except PermissionError:
+        raise ConversionError(f"{source}: cannot read the file (permission denied)") from None
+    except OSError as e:
+        raise ConversionError(f"{source}: cannot read the file ({e.strerror or e})") from None
+
+
+def write_atomic(path: str | os.PathLike, data: bytes) -> None:
+    """Write ``data`` to ``path`` via a temporary file and a rename: never a partial file."""
+    target = Path(path)
+    folder = target.parent if str(target.parent) else Path(".")
+    if not folder.is_dir():
+        raise ConversionError(f"cannot write '{target}': directory '{folder}' does not exist")
+    if target.is_dir():
+        raise ConversionError(f"cannot write '{target}': it is a directory")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+    except OSError as exc:
+        raise ConversionError(f"cannot write '{target}': {exc.strerror}") from None
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, target)
+    except OSError as exc:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise ConversionError(f"cannot write '{target}': {exc.strerror}") from None
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise

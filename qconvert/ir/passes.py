@@ -1,0 +1,57 @@
+"""The pass protocol: what a pass receives besides the graph, and what it returns.
+
+    def a_pass(graph: Graph, ctx: Context) -> bool     # True when it changed the graph
+
+``Context`` carries what used to travel on the side (flags on ``Graph``, a ``_float``
+node attribute): the user's options, the notes for the user, the ops left in float under
+``--allow-float``, whether the graph is post-training quantized (TensorFlow's float32
+scale arithmetic), and the requantization records the quantize stage computes for the
+writer. ``Origin`` says who decided a tensor's quantization parameters.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from qconvert.ir.graph import Graph, Node
+
+
+class Origin(enum.Enum):
+    """Who decided a QUANTIZE node's parameters. Immutable origins (a FakeQuant, an input
+    range, a fixed-output op, weights and biases, calibration) are never changed by
+    propagation; propagated ones give way (TensorFlow's quantization driver)."""
+
+    FAKE_QUANT = "fake_quant"
+    INPUT_RANGE = "input_range"
+    FIXED = "fixed"
+    WEIGHT = "weight"
+    BIAS = "bias"
+    CALIBRATION = "calibration"
+    RANGES_FILE = "ranges_file"
+    DEFAULT_RANGE = "default"
+    PROPAGATED = "propagated"
+    REQUANTIZE = "requant"
+
+    @property
+    def immutable(self) -> bool:
+        return self not in (Origin.DEFAULT_RANGE, Origin.PROPAGATED, Origin.REQUANTIZE)
+
+
+@dataclass
+class Context:
+    """What a pass may know besides the graph."""
+
+    options: Any = None  # the converter's Options: what the user asked for
+    notes: list[str] = field(default_factory=list)  # warnings for the user (the CLI prints them)
+    allow_float: bool = False  # --allow-float: ops that cannot be quantized stay float
+    float_ops: set[Node] = field(default_factory=set)  # the ops that stay float (with allow_float)
+    legacy_float_scale: bool = False  # post-training quantization: TF's float32 scale arithmetic
+    requant: list[Any] = field(default_factory=list)  # quant.requant.Requant records, for the writer
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+
+
+Pass = Callable[[Graph, Context], bool]

@@ -1,0 +1,25 @@
+"""THE op table (``table.py``): one row per TFLite builtin with its quantization rule, int8
+version, fixed output parameters, weight axis, fusions, float kernel (``kernels.py``) and
+requantization recipe (``recipes.py``); the one requantization function; and the sliding-
+window arithmetic (``windows.py``) that shapes, float and integer kernels share.
+
+Passes, calibration, ``dump`` and the runtime look ops up here; nobody else branches on
+TFLite op names.
+
+May import: ``qconvert.quant``, ``qconvert.errors``, numpy. Not the IR: rows and kernels
+work on plain values (a kernel reads a node's ``attrs`` and ``name`` and nothing else),
+so the runtime can use the table without the converter's IR.
+"""
+
+from qconvert.ops.table import (
+    CLAMPS,
+    TABLE,
+    OpRow,
+    Rule,
+    float_operands,
+    int8_version,
+    requant,
+    row,
+)
+
+__all__ = ["CLAMPS", "TABLE", "OpRow", "Rule", "float_operands", "int8_version", "requant", "row"]

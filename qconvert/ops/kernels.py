@@ -1,0 +1,174 @@
+"""Float32 numpy kernels, one per TFLite op: what the op computes on float values.
+
+Constant folding (stage 3) evaluates ops whose inputs are all constants with them, and
+the calibration executor runs a whole float model with them. A kernel takes the node
+(for ``attrs``, ``name`` and ``op``; any object with those) and the values of its inputs
+(``None`` for an absent optional input), and returns the value of its first output.
+
+Layouts are TFLite's: NHWC activations, CONV_2D weights [O, H, W, I], DEPTHWISE_CONV_2D
+weights [1, H, W, C*M], FULLY_CONNECTED weights [O, I]. Convolutions are im2col views
+(``as_strided``) and one BLAS product. Axis 0 is the batch: a batch of B samples runs at
+once. Ops whose result is their input in another shape (RESHAPE, SQUEEZE) have no kernel:
+their row says ``reshapes`` and the caller gives the value the output tensor's shape.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from qconvert import quant
+from qconvert.errors import ConversionError
+from qconvert.ops.windows import windows
+
+Kernel = Callable[..., np.ndarray]
+
+# fused_activation_function values and the float function each one applies
+ACTIVATION_FUNCTIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "RELU": lambda y: np.maximum(y, np.float32(0)),
+    "RELU6": lambda y: np.clip(y, np.float32(0), np.float32(6)),
+    "RELU_N1_TO_1": lambda y: np.clip(y, np.float32(-1), np.float32(1)),
+    "TANH": np.tanh,
+}
+
+
+def activation(node: Any, y: np.ndarray) -> np.ndarray:
+    """``y`` through the node's fused activation (none: ``y`` itself, dtype unchanged)."""
+    act = node.attrs.get("fused_activation_function", "NONE")
+    if act == "NONE":
+        return y
+    fn = ACTIVATION_FUNCTIONS.get(act)
+    if fn is None:
+        raise ConversionError(f"node '{node.name}' ({node.op}): fused activation {act} cannot be evaluated")
+    return fn(y.astype(np.float32, copy=False))
+
+
+def conv_2d(node: Any, x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
+    _, kh, kw, _ = w.shape
+    y = np.tensordot(windows(node.attrs, x, kh, kw), w, axes=([3, 4, 5], [1, 2, 3]))
+    if b is not None:
+        y = y + b
+    return activation(node, y.astype(np.float32, copy=False))
+
+
+def depthwise_conv_2d(node: Any, x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
+    _, kh, kw, cm = w.shape
+    c = x.shape[-1]
+    win = windows(node.attrs, x, kh, kw)
+    if cm != c:
+        win = np.repeat(win, cm // c, axis=-1)  # output channel c*M+m reads input channel c
+    y = np.einsum("nhwijc,ijc->nhwc", win, w[0], optimize=True)
+    if b is not None:
+        y = y + b
+    return activation(node, y.astype(np.float32, copy=False))
+
+
+def fully_connected(node: Any, x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
+    y = x.reshape(-1, w.shape[1]) @ w.T
+    if b is not None:
+        y = y + b
+    return activation(node, y.astype(np.float32, copy=False))
+
+
+def _pool(node: Any, x: np.ndarray, kind: str) -> np.ndarray:
+    kh, kw = int(node.attrs["filter_height"]), int(node.attrs["filter_width"])
+    if kind == "max":
+        y = windows(node.attrs, x, kh, kw, fill=-np.inf).max(axis=(3, 4))
+    else:  # TFLite averages over the window's in-bounds elements only
+        total = windows(node.attrs, x, kh, kw).sum(axis=(3, 4))
+        ones = np.ones((1, *x.shape[1:3], 1), np.float32)
+        count = windows(node.attrs, ones, kh, kw).sum(axis=(3, 4))
+        y = total / count
+    return activation(node, y.astype(np.float32, copy=False))
+
+
+def max_pool_2d(node: Any, x: np.ndarray) -> np.ndarray:
+    return _pool(node, x, "max")
+
+
+def average_pool_2d(node: Any, x: np.ndarray) -> np.ndarray:
+    return _pool(node, x, "avg")
+
+
+def binary(fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Kernel:
+    """An element-wise op with a fused activation (ADD, SUB, MUL); integer constants
+    (shape arithmetic) stay integers."""
+    return lambda node, a, b: activation(node, fn(a, b))
+
+
+def softmax(node: Any, x: np.ndarray) -> np.ndarray:
+    z = (x - x.max(axis=-1, keepdims=True)) * np.float32(node.attrs.get("beta", 1.0))
+    e = np.exp(z)
+    return (e / e.sum(axis=-1, keepdims=True)).astype(np.float32)
+
+
+def mean(node: Any, x: np.ndarray, axes: np.ndarray) -> np.ndarray:
+    ax = tuple(int(a) % x.ndim for a in np.asarray(axes).reshape(-1))
+    return x.mean(axis=ax, keepdims=bool(node.attrs.get("keep_dims", False)), dtype=np.float32)
+
+
+def concatenation(node: Any, *xs: np.ndarray) -> np.ndarray:
+    return activation(node, np.concatenate(xs, axis=int(node.attrs["axis"])))
+
+
+def pad(node: Any, x: np.ndarray, p: np.ndarray) -> np.ndarray:
+    return np.pad(x, np.asarray(p).astype(np.int64).tolist())
+
+
+def transpose(node: Any, x: np.ndarray, perm: np.ndarray) -> np.ndarray:
+    return np.transpose(x, np.asarray(perm).astype(np.int64).tolist())
+
+
+def space_to_batch_nd(node: Any, x: np.ndarray, block: np.ndarray, pads: np.ndarray) -> np.ndarray:
+    bh, bw = (int(v) for v in np.asarray(block).reshape(-1))
+    (pt, pb), (pl, pr) = np.asarray(pads).astype(np.int64).reshape(2, 2).tolist()
+    x = np.pad(x, ((0, 0), (pt, pb), (pl, pr), (0, 0)))
+    n, h, w, c = x.shape
+    y = x.reshape(n, h // bh, bh, w // bw, bw, c).transpose(2, 4, 0, 1, 3, 5)
+    return y.reshape(bh * bw * n, h // bh, w // bw, c)  # output batch index (i * bw + j) * n + b
+
+
+def batch_to_space_nd(node: Any, x: np.ndarray, block: np.ndarray, crops: np.ndarray) -> np.ndarray:
+    bh, bw = (int(v) for v in np.asarray(block).reshape(-1))
+    (ct, cb), (cl, cr) = np.asarray(crops).astype(np.int64).reshape(2, 2).tolist()
+    nb, h, w, c = x.shape
+    n = nb // (bh * bw)
+    y = x.reshape(bh, bw, n, h, w, c).transpose(2, 3, 0, 4, 1, 5).reshape(n, h * bh, w * bw, c)
+    return y[:, ct:h * bh - cb, cl:w * bw - cr, :]
+
+
+def fake_quant(node: Any, x: np.ndarray, *rest: np.ndarray) -> np.ndarray:
+    """TensorFlow's float32 FakeQuant kernel, as training ran it on the weights."""
+    return quant.fake_quant_float32(
+        x.astype(np.float32), node.attrs["min"], node.attrs["max"],
+        num_bits=node.attrs.get("num_bits", 8), narrow_range=node.attrs.get("narrow_range", False),
+        per_channel=node.attrs.get("per_channel", False), variant=node.attrs.get("variant", "vars"))
+
+
+def relu(node: Any, x: np.ndarray) -> np.ndarray:
+    return np.maximum(x, np.float32(0))
+
+
+def relu6(node: Any, x: np.ndarray) -> np.ndarray:
+    return np.clip(x, np.float32(0), np.float32(6))
+
+
+def relu_n1_to_1(node: Any, x: np.ndarray) -> np.ndarray:
+    return np.clip(x, np.float32(-1), np.float32(1))
+
+
+def logistic(node: Any, x: np.ndarray) -> np.ndarray:
+    return (1 / (1 + np.exp(-x))).astype(np.float32)
+
+
+def tanh(node: Any, x: np.ndarray) -> np.ndarray:
+    return np.tanh(x)
+
+
+def maximum(node: Any, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.maximum(a, b)
+
+
+def minimum(node: Any, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.minimum(a, b)

@@ -1,0 +1,95 @@
+"""Requantization recipes: for each op that rescales, what TFLite's int8 kernel computes in
+Prepare from its tensors' float32 scales (the formulas are in ``qconvert.quant.multipliers``).
+
+A recipe takes the op's row, its input operands (``None`` for an absent optional input),
+its output operand and its options, and returns the parts of a ``Requant`` record it
+decides: ``pairs``, and where they apply ``per_channel``, ``left_shift``, ``wide``,
+``table`` and a ``clamp`` that replaces the fused activation's.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from qconvert import quant as qm
+from qconvert.quant.requant import Operand
+
+Inputs = Sequence["Operand | None"]
+Parts = dict[str, Any]
+
+
+def _input(ins: Inputs, slot: int) -> Operand:
+    if slot >= len(ins) or ins[slot] is None:
+        raise ValueError(f"input {slot} is missing")
+    return ins[slot]  # type: ignore[return-value]
+
+
+def _weights(ins: Inputs) -> Operand:
+    w = _input(ins, 1)
+    if not w.scale:
+        raise ValueError(f"weights '{w.name}' have no quantization")
+    return w
+
+
+def convolution(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> Parts:
+    """CONV_2D, DEPTHWISE_CONV_2D: one pair per output channel (the weight's quantized axis)."""
+    w = _weights(ins)
+    channels = w.shape[row.weight_axis]
+    return {"pairs": qm.conv_requant(_input(ins, 0).s, w.scale, out.s, channels), "per_channel": True}
+
+
+def fully_connected(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> Parts:
+    """One pair (per-tensor weights) or one per channel, and the binary64 factors of LiteRT's
+    reference kernel (the wide flag)."""
+    w = _weights(ins)
+    x = _input(ins, 0)
+    bias = ins[2] if len(ins) > 2 else None
+    return {"pairs": qm.fully_connected_requant(x.s, w.scale, out.s, bias.s if bias is not None else None),
+            "per_channel": len(w.scale) > 1, "wide": qm.fully_connected_effective_scales(x.s, w.scale, out.s)}
+
+
+def add_sub(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> Parts:
+    p = qm.add_sub_requant(_input(ins, 0).s, _input(ins, 1).s, out.s, row.name == "SUB")
+    return {"pairs": [p["input1"], p["input2"], p["output"]], "left_shift": int(p["left_shift"])}  # type: ignore[arg-type]
+
+
+def mul(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> Parts:
+    return {"pairs": [qm.mul_requant(_input(ins, 0).s, _input(ins, 1).s, out.s)]}
+
+
+def requantize(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> Parts:
+    """QUANTIZE int8 → int8."""
+    return {"pairs": [qm.quantize_requant(_input(ins, 0).s, out.s)]}
+
+
+def mean(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> Parts:
+    """Prepare's pair; the kernel folds 1/n in at Eval (``qm.fold_mean_multiplier``)."""
+    x = _input(ins, 0)
+    n = int(np.prod(x.shape)) // max(1, int(np.prod(out.shape))) if x.shape else 1
+    m = qm.mean_requant(x.s, x.zp, out.s, out.zp, max(n, 1))
+    return {"pairs": [(m.multiplier, m.shift)]}
+
+
+def relu(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> Parts:
+    """Standalone RELU / RELU6 / RELU_N1_TO_1: the ratio, and the activation's own clamp."""
+    return {"pairs": [qm.relu_requant(_input(ins, 0).s, out.s)],
+            "clamp": qm.activation_range(row.activation, out.s, out.zp)}
+
+
+def softmax(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> Parts:
+    beta = options.get("beta")
+    return {"pairs": [qm.softmax_requant(_input(ins, 0).s, 1.0 if beta is None else float(beta))]}
+
+
+def lookup_table(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> Parts:
+    """LOGISTIC / TANH: the reference kernel's 256-entry int8 table."""
+    x = _input(ins, 0)
+    return {"table": qm.activation_table(row.name, x.s, x.zp, out.s, out.zp), "clamp": (-128, 127)}
+
+
+def mul_version(row: Any, ins: Inputs, out: Operand) -> int:
+    """MUL is version 3 when its rescale factor in1·in2/out is at least 1 (float32)."""
+    a, b, o = (np.float32(t.s) for t in (_input(ins, 0), _input(ins, 1), out))
+    return 3 if np.float32(a * b) / o >= 1.0 else row.int8_version

@@ -1,0 +1,152 @@
+"""THE op table: one row per TFLite builtin, with everything the passes, calibration,
+``dump`` and the runtime need to know about it.
+
+A row says how the op's int8 parameters relate to its neighbours' (``Rule``), the op
+version TensorFlow writes for its int8 form, fixed output parameters, the weight's
+per-channel axis, which fusions it takes part in, its float kernel (constant folding and
+calibration) and its requantization recipe (what the int8 kernel computes in Prepare).
+Passes and tools look rows up here; nobody else branches on TFLite op names.
+
+Adding an op: a row here, its float kernel in ``kernels.py`` (and a recipe in
+``recipes.py`` if it rescales), its integer kernel in ``qconvert/runtime/kernels.py``, and
+its TensorFlow op in the frontend's table (``qconvert/frontend/tf_ops.py``).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
+
+from qconvert import quant as qm
+from qconvert.ops import kernels as k
+from qconvert.ops import recipes as r
+from qconvert.quant.requant import Operand, Requant
+
+
+class Rule(enum.Enum):
+    """How an op's int8 parameters relate to its neighbours' (TFLite int8 spec)."""
+
+    FREE = "free"  # output has its own range (from a FakeQuant); the kernel rescales
+    WEIGHTED = "weighted"  # like FREE, plus int8 weights and an int32 bias of scale in*w
+    SAME_SCALE = "same-scale"  # inputs and output share one scale and zero point
+    FIXED = "fixed-output"  # the kernel requires fixed output parameters
+    QUANT = "quant"  # QUANTIZE / DEQUANTIZE themselves
+
+
+@dataclass(frozen=True)
+class OpRow:
+    """Everything about one TFLite builtin (see the module docstring)."""
+
+    name: str
+    rule: Rule
+    int8_version: int
+    fixed: tuple[float, int] | None = None  # (scale, zero_point) for Rule.FIXED
+    weight_axis: int | None = None  # per-channel axis of the weight (None: per-tensor)
+    float_inputs: tuple[int, ...] | None = None  # operand slots carrying activations (None: all)
+    # fusions (prepare)
+    fuses_activation: bool = False  # a following RELU/RELU6/RELU_N1_TO_1 fuses into it
+    activation: str | None = None  # this op is that activation: its fused_activation_function value
+    bias_sign: int = 0  # ADD (+1) / SUB (-1) of a per-channel constant folds into a preceding bias
+    scales_weights: bool = False  # MUL by a per-channel constant folds into preceding weights
+    symmetric_weights: bool = False  # the int8 kernel takes weight zero point 0 only (conv.cc)
+    # constant folding, identities (fold)
+    kernel: Callable[..., Any] | None = None  # float32 kernel: kernel(node, *values)
+    folds: bool = False  # constant folding evaluates it when all its inputs are constants
+    reshapes: bool = False  # output = input in the output tensor's shape (no kernel)
+    layout: str | None = None  # "transpose" / "reshape": a weight layout change (hoisted above Q/DQ)
+    neutral: tuple[float, tuple[int, ...]] | None = None  # (identity constant, slots it may stand in)
+    removable_if_same_shape: bool = False  # MEAN over axes of size 1 is the identity
+    dropped_after_legalize: bool = False  # FAKE_QUANT: its range already lives in a Q/DQ pair
+    # calibration
+    in_place: bool = False  # TFLite's kernels may share the output buffer with an input
+    # requantization (quantize pass, dump, run)
+    requant: Callable[..., dict[str, Any]] | None = None
+    version: Callable[..., int] | None = None  # the int8 version when it depends on the scales
+
+
+def _row(name: str, rule: Rule, int8_version: int, **kw: Any) -> tuple[str, OpRow]:
+    return name, OpRow(name, rule, int8_version, **kw)
+
+# Fixed output parameters and where the kernels require them:
+#   SOFTMAX  - activations.cc SoftmaxPrepare: zero_point == -128, scale == 1/256
+#   LOGISTIC - activations.cc SigmoidPrepare: scale == 1/256 exactly, zero_point -128
+#   TANH     - activations.cc TanhPrepare / converter: scale 1/128, zero_point 0
+TABLE: dict[str, OpRow] = dict([
+    _row("CONV_2D", Rule.WEIGHTED, 3, weight_axis=0, fuses_activation=True, float_inputs=(0,),
+         symmetric_weights=True, kernel=k.conv_2d, requant=r.convolution),
+    _row("DEPTHWISE_CONV_2D", Rule.WEIGHTED, 3, weight_axis=3, fuses_activation=True, float_inputs=(0,),
+         symmetric_weights=True, kernel=k.depthwise_conv_2d, requant=r.convolution),
+    _row("FULLY_CONNECTED", Rule.WEIGHTED, 4, fuses_activation=True, float_inputs=(0,),
+         kernel=k.fully_connected, requant=r.fully_connected),
+    _row("ADD", Rule.FREE, 2, fuses_activation=True, bias_sign=1, neutral=(0.0, (0, 1)), in_place=True,
+         kernel=k.binary(lambda a, b: a + b), folds=True, requant=r.add_sub),
+    _row("SUB", Rule.FREE, 2, fuses_activation=True, bias_sign=-1, neutral=(0.0, (1,)), in_place=True,
+         kernel=k.binary(lambda a, b: a - b), folds=True, requant=r.add_sub),
+    _row("MUL", Rule.FREE, 2, fuses_activation=True, scales_weights=True, neutral=(1.0, (0, 1)), in_place=True,
+         kernel=k.binary(lambda a, b: a * b), folds=True, requant=r.mul, version=r.mul_version),
+    _row("MEAN", Rule.FREE, 2, float_inputs=(0,), removable_if_same_shape=True, kernel=k.mean, requant=r.mean),
+    _row("RELU", Rule.FREE, 2, activation="RELU", kernel=k.relu, requant=r.relu),
+    _row("RELU6", Rule.FREE, 2, activation="RELU6", kernel=k.relu6, requant=r.relu),
+    _row("RELU_N1_TO_1", Rule.FREE, 1, activation="RELU_N1_TO_1", kernel=k.relu_n1_to_1, requant=r.relu),
+    _row("MAXIMUM", Rule.SAME_SCALE, 2, kernel=k.maximum, folds=True),
+    _row("MINIMUM", Rule.SAME_SCALE, 2, kernel=k.minimum, folds=True),
+    _row("AVERAGE_POOL_2D", Rule.SAME_SCALE, 2, kernel=k.average_pool_2d),
+    _row("MAX_POOL_2D", Rule.SAME_SCALE, 2, kernel=k.max_pool_2d),
+    _row("CONCATENATION", Rule.SAME_SCALE, 2, kernel=k.concatenation, folds=True),
+    _row("RESHAPE", Rule.SAME_SCALE, 1, float_inputs=(0,), reshapes=True, folds=True, layout="reshape"),
+    _row("SQUEEZE", Rule.SAME_SCALE, 1, reshapes=True, folds=True),
+    _row("PAD", Rule.SAME_SCALE, 2, float_inputs=(0,), kernel=k.pad, folds=True),
+    _row("SOFTMAX", Rule.FIXED, 2, fixed=(1.0 / 256.0, -128), kernel=k.softmax, requant=r.softmax),
+    _row("LOGISTIC", Rule.FIXED, 2, fixed=(1.0 / 256.0, -128), kernel=k.logistic, requant=r.lookup_table),
+    _row("TANH", Rule.FIXED, 2, fixed=(1.0 / 128.0, 0), kernel=k.tanh, requant=r.lookup_table),
+    _row("QUANTIZE", Rule.QUANT, 1, requant=r.requantize),
+    _row("DEQUANTIZE", Rule.QUANT, 2),
+    _row("FAKE_QUANT", Rule.QUANT, 1, kernel=k.fake_quant, folds=True, dropped_after_legalize=True),
+    _row("TRANSPOSE", Rule.SAME_SCALE, 2, float_inputs=(0,), kernel=k.transpose, folds=True, layout="transpose"),
+    _row("SPACE_TO_BATCH_ND", Rule.SAME_SCALE, 2, float_inputs=(0,), kernel=k.space_to_batch_nd),
+    _row("BATCH_TO_SPACE_ND", Rule.SAME_SCALE, 2, float_inputs=(0,), kernel=k.batch_to_space_nd),
+])
+
+# The fused_activation_function values a kernel clamps to (kernel_util.cc).
+CLAMPS = ("NONE", "RELU", "RELU6", "RELU_N1_TO_1")
+
+
+def row(op: str) -> OpRow | None:
+    """The row of ``op``, or None for an op qconvert does not know."""
+    return TABLE.get(op)
+
+
+def float_operands(op: str, inputs: Sequence[str]) -> list[int]:
+    """Operand slots of ``op`` that carry float activations (not shapes, axes, weights)."""
+    r_ = TABLE.get(op)
+    if r_ is None or r_.float_inputs is None:
+        return list(range(len(inputs)))
+    return [i for i in r_.float_inputs if i < len(inputs)]
+
+
+def requant(op: str, inputs: Sequence[Operand | None], output: Operand, options: Mapping[str, Any],
+            index: int = 0) -> Requant | None:
+    """THE requantization function: what TFLite's int8 kernel of ``op`` derives in Prepare from
+    its tensors (the converter stores it, ``dump`` recomputes it to check a file). None for an
+    op that neither rescales nor clamps. ValueError when the scales are out of the kernel's reach."""
+    act = str(options.get("fused_activation_function", "NONE") or "NONE")
+    recipe = TABLE[op].requant if op in TABLE else None
+    if recipe is None and act == "NONE":
+        return None
+    lo, hi = qm.activation_range(act, output.s, output.zp) if act in CLAMPS else (-128, 127)
+    parts = recipe(TABLE[op], inputs, output, options) if recipe is not None else {}
+    lo, hi = parts.get("clamp", (lo, hi))
+    return Requant(op_index=index, builtin=op, act_min=int(lo), act_max=int(hi),
+                   left_shift=int(parts.get("left_shift", 0)),
+                   pairs=[(int(a), int(b)) for a, b in parts.get("pairs", [])],
+                   per_channel=bool(parts.get("per_channel", False)), table=parts.get("table"),
+                   wide=parts.get("wide"))
+
+
+def int8_version(op: str, inputs: Sequence[Operand | None], output: Operand) -> int:
+    """The version TensorFlow writes for the int8 form of ``op`` (1 for an op not in the table)."""
+    r_ = TABLE.get(op)
+    if r_ is None:
+        return 1
+    return r_.version(r_, inputs, output) if r_.version is not None else r_.int8_version

@@ -1,0 +1,320 @@
+"""Kernel side: what TFLite's int8 kernels derive in Prepare from the float32 scales stored
+in the file: ``QuantizeMultiplier`` and each op's multipliers, shifts, tables and clamps.
+
+Shift convention: every ``(multiplier, shift)`` pair uses TFLite's ``QuantizeMultiplier``
+exponent convention, ``real ~= multiplier * 2**(shift - 31)`` (positive shift = left shift).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from qconvert.quant.params import INT32_MAX, INT32_MIN
+from qconvert.quant.rounding import round_half_away, round_half_away_array
+
+
+def quantize_multiplier(m: float) -> tuple[int, int]:
+    """``QuantizeMultiplier`` (lite/kernels/internal/quantization_util.cc), default
+    (double-rounding) build: ``q, shift = frexp(m)``; ``q_fixed =
+    round_half_away(q * 2**31)``; q_fixed == 2**31 becomes 2**30 with shift+1;
+    shift < -31 flushes to (0, 0). Returns ``(quantized_multiplier, shift)``.
+    """
+    m = float(m)
+    if m == 0.0:
+        return 0, 0
+    if math.isnan(m) or math.isinf(m):
+        raise ValueError(f"cannot quantize multiplier {m}")
+    q, shift = math.frexp(m)
+    q_fixed = round_half_away(q * 2.0**31)
+    if q_fixed > 2**31:
+        raise ValueError(f"multiplier {m}: q_fixed {q_fixed} > 2**31")
+    if q_fixed == 2**31:
+        q_fixed //= 2
+        shift += 1
+    if q_fixed > INT32_MAX:
+        raise ValueError(f"multiplier {m}: q_fixed {q_fixed} overflows int32")
+    if shift < -31:
+        shift, q_fixed = 0, 0
+    return int(q_fixed), int(shift)
+
+
+def quantize_multiplier_array(m: np.ndarray) -> list[tuple[int, int]]:
+    """:func:`quantize_multiplier` element-wise over a float64 array (same steps:
+    frexp, ties-away rounding of q * 2**31, the 2**31 carry, the flush below 2**-31)."""
+    m = np.asarray(m, dtype=np.float64).reshape(-1)
+    if not np.all(np.isfinite(m)):
+        raise ValueError(f"cannot quantize multiplier {m[~np.isfinite(m)][0]}")
+    q, shift = np.frexp(m)
+    q_fixed = round_half_away_array(q * 2.0**31).astype(np.int64)
+    carry = q_fixed == 2**31
+    q_fixed = np.where(carry, q_fixed // 2, q_fixed)
+    shift = np.where(carry, shift + 1, shift).astype(np.int64)
+    flush = (shift < -31) | (m == 0.0)
+    q_fixed, shift = np.where(flush, 0, q_fixed), np.where(flush, 0, shift)
+    return list(zip(q_fixed.tolist(), shift.tolist()))
+
+
+def quantize_multiplier_smaller_than_one_exp(m: float) -> tuple[int, int]:
+    """``QuantizeMultiplierSmallerThanOneExp`` (quantization_util.cc): requires
+    0 < m < 1 (the kernel aborts otherwise); returns ``(multiplier, left_shift<=0)``."""
+    if not 0.0 < m < 1.0:
+        raise ValueError(f"QuantizeMultiplierSmallerThanOneExp needs 0 < m < 1, got {m!r}")
+    q, shift = quantize_multiplier(m)
+    if shift > 0:
+        raise ValueError(f"multiplier {m!r} rounds to shift {shift} > 0")
+    return q, shift
+
+
+def quantize_multiplier_greater_than_one(m: float) -> tuple[int, int]:
+    """``QuantizeMultiplierGreaterThanOne`` (quantization_util.cc): requires m > 1;
+    returns ``(multiplier, left_shift>=0)``."""
+    if not m > 1.0:
+        raise ValueError(f"QuantizeMultiplierGreaterThanOne needs m > 1, got {m!r}")
+    q, shift = quantize_multiplier(m)
+    if shift < 0:
+        raise ValueError(f"multiplier {m!r} rounds to shift {shift} < 0")
+    return q, shift
+
+
+def _f32(v: float) -> np.float32:
+    return np.float32(v)
+
+
+def conv_requant(
+    input_scale: float, filter_scales: Sequence[float] | float, output_scale: float, num_channels: int | None = None
+) -> list[tuple[int, int]]:
+    """Per-channel ``(multiplier, shift)`` of CONV_2D / DEPTHWISE_CONV_2D int8
+    (``PopulateConvolutionQuantizationParams``, lite/kernels/kernel_util.cc):
+    ``double(in) * double(filter[c]) / double(out)``, each scale a float32 as
+    stored; one filter scale is broadcast to ``num_channels``."""
+    fs = np.atleast_1d(np.asarray(filter_scales, dtype=np.float32))
+    if fs.size == 1 and num_channels is not None:
+        fs = np.repeat(fs, num_channels)
+    in_d, out_d = float(_f32(input_scale)), float(_f32(output_scale))
+    return quantize_multiplier_array(in_d * fs.astype(np.float64) / out_d)
+
+
+def fully_connected_requant(
+    input_scale: float,
+    filter_scales: Sequence[float] | float,
+    output_scale: float,
+    bias_scale: float | None = None,
+) -> list[tuple[int, int]]:
+    """``(multiplier, shift)`` list for FULLY_CONNECTED int8 (lite/kernels/fully_connected.cc).
+
+    Per-tensor filter (one scale): ``GetQuantizedConvolutionMultipler``
+    (kernel_util.cc) takes the FLOAT32 product ``in * filter``, widens it, then
+    divides by ``double(out)``; with a bias it first checks
+    ``|double(in)*double(filter) - double(bias)| / double(out) <= 0.02``
+    (raises ValueError otherwise). Per-channel filter: the double product, as in
+    :func:`conv_requant`. Returns one pair per filter scale.
+    """
+    fs = np.atleast_1d(np.asarray(filter_scales, dtype=np.float32))
+    in_f, out_f = _f32(input_scale), _f32(output_scale)
+    if fs.size > 1:
+        return quantize_multiplier_array(float(in_f) * fs.astype(np.float64) / float(out_f))
+    w_f = fs[0]
+    if bias_scale is not None:
+        diff = abs(float(in_f) * float(w_f) - float(_f32(bias_scale)))
+        if not diff / float(out_f) <= 0.02:
+            raise ValueError(f"bias scale {bias_scale} is not input_scale*filter_scale ({diff / float(out_f)} > 0.02)")
+    product = float(np.float32(in_f * w_f))
+    if product < 0:
+        raise ValueError("input_scale * filter_scale < 0")
+    return [quantize_multiplier(product / float(out_f))]
+
+
+def add_sub_requant(in1_scale: float, in2_scale: float, out_scale: float, is_sub: bool = False) -> dict[str, object]:
+    """ADD / SUB int8 Prepare parameters (lite/kernels/add.cc ``Prepare``,
+    lite/kernels/sub.cc ``PrepareGeneralSubOp``).
+
+    ``left_shift = 20``; ``twice_max = 2 * max(s1, s2)`` (float, exact);
+    input multipliers ``double(s_i) / twice_max`` via SmallerThanOneExp; output
+    ``twice_max / float((1 << 20) * s_out)``. ADD always uses SmallerThanOneExp for
+    the output (aborts at >= 1: raised here); SUB switches to GreaterThanOne when
+    the output multiplier exceeds 1 (tiny output ranges). Recent SUB keeps the
+    input-2 multiplier positive and subtracts in the kernel; an older SUB
+    negated it to reuse ADD, which can differ by one at exact ties because
+    SaturatingRoundingDoublingHighMul is not symmetric. Returns ``left_shift``,
+    ``input1``, ``input2``, ``output`` pairs.
+    """
+    s1, s2, so = _f32(in1_scale), _f32(in2_scale), _f32(out_scale)
+    left_shift = 20
+    twice_max = float(np.float32(np.float32(2.0) * max(s1, s2)))
+    real1 = float(s1) / twice_max
+    real2 = float(s2) / twice_max
+    real_out = twice_max / float(np.float32(np.float32(1 << left_shift) * so))
+    out = {
+        "left_shift": left_shift,
+        "input1": quantize_multiplier_smaller_than_one_exp(real1),
+        "input2": quantize_multiplier_smaller_than_one_exp(real2),
+    }
+    if is_sub and real_out > 1.0:
+        out["output"] = quantize_multiplier_greater_than_one(real_out)
+    else:
+        out["output"] = quantize_multiplier_smaller_than_one_exp(real_out)
+    return out
+
+
+def mul_requant(in1_scale: float, in2_scale: float, out_scale: float) -> tuple[int, int]:
+    """MUL int8 ``(multiplier, shift)`` (lite/kernels/mul.cc ``Prepare``):
+    ``in1 * in2 / out`` evaluated in FLOAT32 (the operands are the tensors' float
+    scales), widened to double, then ``QuantizeMultiplier``."""
+    real = np.float32(np.float32(_f32(in1_scale) * _f32(in2_scale)) / _f32(out_scale))
+    return quantize_multiplier(float(real))
+
+
+def quantize_requant(in_scale: float, out_scale: float) -> tuple[int, int]:
+    """QUANTIZE int8->int8 (requantize) ``(multiplier, shift)`` (lite/kernels/quantize.cc
+    ``Prepare``): ``double(in) / double(out)``. Eval: ``MBQM(x - in_zp) + out_zp``,
+    clamped (reference/requantize.h)."""
+    return quantize_multiplier(float(_f32(in_scale)) / float(_f32(out_scale)))
+
+
+def fully_connected_effective_scales(input_scale: float, filter_scales: Sequence[float] | float,
+                                     output_scale: float) -> list[int]:
+    """The factor LiteRT's reference int8 FULLY_CONNECTED (2.3) multiplies its accumulator by,
+    per output channel: ``(double(in) * double(w[c])) / double(out)``, as IEEE-754 binary64
+    bit patterns (the kernel then rounds ``acc * factor`` half away from zero)."""
+    w = np.atleast_1d(np.asarray(filter_scales, dtype=np.float32)).astype(np.float64)
+    eff = (np.float64(_f32(input_scale)) * w) / np.float64(_f32(output_scale))
+    return [int(b) for b in eff.astype("<f8").view("<u8")]
+
+
+def relu_requant(in_scale: float, out_scale: float) -> tuple[int, int]:
+    """Standalone RELU / RELU6 / RELU_N1_TO_1 int8 ``(multiplier, shift)``
+    (lite/kernels/activations.cc ``ReluPrepare``): ``in / out`` divided in FLOAT32, then
+    widened and ``QuantizeMultiplier``. Eval: ``clamp(out_zp + MBQM(x - in_zp))``."""
+    return quantize_multiplier(float(np.float32(_f32(in_scale) / _f32(out_scale))))
+
+
+SOFTMAX_SCALED_DIFF_INTEGER_BITS = 5
+
+
+def softmax_requant(in_scale: float, beta: float = 1.0) -> tuple[int, int]:
+    """SOFTMAX int8 reference-kernel ``(input_multiplier, input_left_shift)``
+    (activations.cc ``SoftmaxPrepare``, quantization_util.cc ``PreprocessSoftmaxScaling``):
+    ``min(double(beta) * double(in) * 2**26, 2**31 - 1)`` through
+    ``QuantizeMultiplierGreaterThanOne`` (ValueError when that is not > 1). The kernel's
+    ``diff_min`` follows from the shift: ``-floor(31 * 2**26 / 2**shift)``."""
+    real = min(float(beta) * float(_f32(in_scale)) * float(1 << (31 - SOFTMAX_SCALED_DIFF_INTEGER_BITS)),
+               float(2**31 - 1))
+    if not real > 1.0:
+        raise ValueError(f"softmax input scale {float(_f32(in_scale))} too small for the reference kernel")
+    return quantize_multiplier(real)
+
+
+def activation_table(kind: str, in_scale: float, in_zp: int, out_scale: float, out_zp: int) -> list[int]:
+    """The 256-entry int8 table TFLite's reference LOGISTIC / TANH build (``LUTPopulate``,
+    lite/kernels/internal/common.h), indexed by ``uint8(x)``: all in float32,
+    ``deq = in_scale * float(x - in_zp)``, ``t = 1/(1 + exp(-deq))`` or ``tanh(deq)``,
+    ``q = int(round_half_away(t * (1 / out_scale)) + float(out_zp))``, clamped to int8."""
+    f = np.float32
+    x = np.arange(-128, 128, dtype=np.int32)
+    deq = f(in_scale) * (x - int(in_zp)).astype(f)
+    with np.errstate(over="ignore"):
+        if kind == "LOGISTIC":
+            t = f(1) / (f(1) + np.exp(-deq))
+        elif kind == "TANH":
+            t = np.tanh(deq)
+        else:
+            raise ValueError(f"no table for {kind}")
+    r = round_half_away_array((t * (f(1) / f(out_scale))).astype(f))
+    q = np.clip((r + f(out_zp)).astype(np.int64), -128, 127)
+    table = np.empty(256, dtype=np.int64)
+    table[x.astype(np.uint8)] = q  # index = the input's bit pattern
+    return [int(v) for v in table]
+
+
+@dataclass(frozen=True)
+class MeanRequant:
+    """MEAN int8 parameters.
+
+    ``multiplier``/``shift``: Prepare's ``QuantizeMultiplier(double(in)/double(out))``.
+    ``folded_multiplier``/``folded_shift``: what reference ``QuantizedMeanOrSum``
+    derives by folding 1/num_elements in; output = ``MBQM(sum - in_zp*n,
+    folded_multiplier, folded_shift) + out_zp``, clamped.
+    ``same_params``: input and output scale/zero point are equal, in which case
+    the kernel takes the plain integer-mean path and no multiplier is used.
+    """
+
+    multiplier: int
+    shift: int
+    folded_multiplier: int
+    folded_shift: int
+    num_elements: int
+    input_zero_point: int
+    output_zero_point: int
+    same_params: bool
+
+
+def fold_mean_multiplier(multiplier: int, shift: int, num_elements: int) -> tuple[int, int]:
+    """reference_ops::QuantizedMeanOrSum folds 1/n into Prepare's (multiplier, shift), in
+    integers: ``k = min(floor(log2 n), 32, 31 + shift)``, ``(multiplier << k) // n`` (int64),
+    ``shift - k``. (What ``qconvert run`` does at run time; no float involved.)"""
+    n = int(num_elements)
+    k = min(n.bit_length() - 1, 32, 31 + int(shift))  # 63 - CountLeadingZeros(n)
+    return (int(multiplier) << k) // n, int(shift) - k  # k >= 0: QuantizeMultiplier never returns shift < -31
+
+
+def mean_requant(in_scale: float, in_zp: int, out_scale: float, out_zp: int, num_elements: int) -> MeanRequant:
+    """MEAN int8 parameters (lite/kernels/reduce.cc ``PrepareMeanOrSum``, and the
+    folding in lite/kernels/internal/reference/reduce.h ``QuantizedMeanOrSum``).
+
+    Prepare: ``QuantizeMultiplier(double(in)/double(out))``. Eval folds the
+    division by n = ``num_elements`` into the multiplier:
+    ``k = min(floor(log2 n), 32, 31 + shift)``,
+    ``multiplier' = (multiplier << k) // n`` (int64), ``shift' = shift - k``.
+    (Older TFLite reference kernels took a 4-D keep_dims mean over axes {1, 2} through
+    reference/integer_ops/mean.h — see :func:`mean_hw_reference`; LiteRT 2.3's reference
+    resolver takes every int8 MEAN through the folded path, measured by qconvert run's tests.)
+    """
+    n = int(num_elements)
+    if n <= 0:
+        raise ValueError(f"num_elements must be positive, got {n}")
+    mult, shift = quantize_multiplier(float(_f32(in_scale)) / float(_f32(out_scale)))
+    folded, folded_shift = fold_mean_multiplier(mult, shift, n)
+    return MeanRequant(
+        multiplier=mult,
+        shift=shift,
+        folded_multiplier=folded,
+        folded_shift=folded_shift,
+        num_elements=n,
+        input_zero_point=int(in_zp),
+        output_zero_point=int(out_zp),
+        same_params=bool(_f32(in_scale) == _f32(out_scale) and int(in_zp) == int(out_zp)),
+    )
+
+
+_ACTIVATIONS = ("NONE", "RELU", "RELU6", "RELU_N1_TO_1")
+
+
+def activation_range(
+    activation: str, scale: float, zero_point: int, qmin: int = -128, qmax: int = 127
+) -> tuple[int, int]:
+    """Clamp bounds of a fused activation (``CalculateActivationRangeQuantized``,
+    lite/kernels/kernel_util.cc): ``quantize(f) = zp + int(TfLiteRound(f / scale))``
+    with a FLOAT32 division and float rounding."""
+    act = activation.upper()
+    if act not in _ACTIVATIONS:
+        raise ValueError(f"unknown activation {activation!r}; expected one of {', '.join(_ACTIVATIONS)}")
+    s = _f32(scale)
+
+    def quantize(v: float) -> int:
+        with np.errstate(all="ignore"):
+            t = round_half_away_array(np.asarray(np.float32(v) / s, dtype=np.float32))
+        if not (float(INT32_MIN) <= float(t) < 2.0**31):
+            raise ValueError(f"activation bound {v} / scale {float(s)} overflows int32")
+        return int(zero_point) + int(t)
+
+    if act == "RELU":
+        return max(qmin, quantize(0.0)), qmax
+    if act == "RELU6":
+        return max(qmin, quantize(0.0)), min(qmax, quantize(6.0))
+    if act == "RELU_N1_TO_1":
+        return max(qmin, quantize(-1.0)), min(qmax, quantize(1.0))
+    return qmin, qmax

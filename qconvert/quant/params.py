@@ -1,0 +1,367 @@
+"""Converter side: the scale and zero point TensorFlow's MLIR converter gives a tensor
+(from a FakeQuant's min/max, an input range, calibration statistics or a constant's
+values) and how it quantizes constants (weights, biases). Arithmetic in double, as the
+C++ does. ``QuantParams`` is the quantized type every layer of qconvert shares.
+
+Every function names the upstream file its formula comes from (paths in
+``tensorflow/tensorflow`` unless noted). Formulas are re-implemented, not copied.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from qconvert.quant.rounding import round_half_away, round_half_away_array
+
+INT32_MIN = -(2**31)
+INT32_MAX = 2**31 - 1
+
+# quantization_utils.cc: kNearZeroTolerance and kSmallestHalfRange.
+_NEAR_ZERO_TOLERANCE = 1.0e-6
+_SMALLEST_HALF_RANGE = _NEAR_ZERO_TOLERANCE / 2
+_DBL_EPSILON = 2.220446049250313e-16
+
+
+@dataclass(frozen=True)
+class QuantParams:
+    """Affine quantization: ``real = (q - zero_point) * scale``.
+
+    Scales are kept as Python floats (doubles): TensorFlow's converter computes
+    bias scales from the double-precision scales and only rounds to float32 when
+    it writes the file. ``axis`` is None for per-tensor parameters.
+    """
+
+    scale: tuple[float, ...]
+    zero_point: tuple[int, ...]
+    axis: int | None = None
+    qmin: int = -128
+    qmax: int = 127
+    dtype: str = "int8"
+
+    @property
+    def per_channel(self) -> bool:
+        return self.axis is not None
+
+    def same_as(self, other: QuantParams | None) -> bool:
+        """Equal as TensorFlow compares quantized types (scale, zero point, axis, storage)."""
+        return (
+            other is not None
+            and self.dtype == other.dtype
+            and self.axis == other.axis
+            and self.zero_point == other.zero_point
+            and self.scale == other.scale
+            and (self.qmin, self.qmax) == (other.qmin, other.qmax)
+        )
+
+    def __str__(self) -> str:
+        if self.axis is None:
+            return f"{self.dtype}<{self.scale[0]:.6g}:{self.zero_point[0]}>"
+        return (
+            f"{self.dtype}<axis={self.axis}, {len(self.scale)} scales "
+            f"{min(self.scale):.6g}..{max(self.scale):.6g}>"
+        )
+
+
+
+def _storage_range(num_bits: int, narrow_range: bool, signed: bool) -> tuple[int, int]:
+    """Storage min/max as ``getDefaultStorageParams`` picks them
+    (compiler/mlir/quantization/common/ir/FakeQuantSupport.cc).
+
+    The range comes from the storage type, not from ``num_bits``: any width in
+    5..8 gets the full 8-bit range. Only 8-bit storage maps onto int8.
+    """
+    if not 5 <= num_bits <= 8:
+        raise ValueError(f"num_bits={num_bits}: only 8-bit storage (num_bits 5..8) maps onto int8")
+    qmin, qmax = (-128, 127) if signed else (0, 255)
+    if narrow_range:
+        qmin += 1
+    return qmin, qmax
+
+
+def _expand_very_small_range(rmin: float, rmax: float) -> tuple[float, float]:
+    """``ExpandVerySmallRange`` (quantization_lib/quantization_utils.cc): a range of
+    width <= 1e-6 is widened to straddle 0 by at least 5e-7 each side."""
+    if rmax - rmin > _NEAR_ZERO_TOLERANCE:
+        return rmin, rmax
+    return min(rmin, -_SMALLEST_HALF_RANGE), max(rmax, _SMALLEST_HALF_RANGE)
+
+
+def _nudged_scale_and_zero_point(qmin: int, qmax: int, rmin: float, rmax: float) -> tuple[float, int]:
+    """``fakeQuantAttrsToType`` + ``getNudgedScaleAndZeroPoint``
+    (compiler/mlir/quantization/common/ir/FakeQuantSupport.cc), all in double.
+
+    When the range excludes 0 (0 < rmin or rmax < 0) both zero-point candidates
+    fall outside [qmin, qmax] and the zero point is clamped to qmin (resp. qmax):
+    the range is shifted to contain 0 with its width, and the scale, unchanged.
+    """
+    if abs(rmax - rmin) < _DBL_EPSILON:
+        return 1.0, qmin
+    qmin_d, qmax_d = float(qmin), float(qmax)
+    scale = (rmax - rmin) / (qmax_d - qmin_d)
+    zp_from_min = qmin_d - rmin / scale
+    zp_from_min_err = abs(qmin_d) + abs(rmin / scale)
+    zp_from_max = qmax_d - rmax / scale
+    zp_from_max_err = abs(qmax_d) + abs(rmax / scale)
+    zp = zp_from_min if zp_from_min_err < zp_from_max_err else zp_from_max
+    if zp < qmin_d:
+        nudged = qmin
+    elif zp > qmax_d:
+        nudged = qmax
+    else:
+        nudged = round_half_away(zp)
+    return scale, nudged
+
+
+def _nudged_scale_and_zero_point_array(
+    qmin: int, qmax: int, rmin: np.ndarray, rmax: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_nudged_scale_and_zero_point` on arrays of ranges (the same double
+    operations, element by element); returns float64 scales and int64 zero points."""
+    qmin_d, qmax_d = float(qmin), float(qmax)
+    degenerate = np.abs(rmax - rmin) < _DBL_EPSILON
+    with np.errstate(all="ignore"):
+        scale = np.where(degenerate, 1.0, (rmax - rmin) / (qmax_d - qmin_d))
+        zp_from_min = qmin_d - rmin / scale
+        zp_from_min_err = abs(qmin_d) + np.abs(rmin / scale)
+        zp_from_max = qmax_d - rmax / scale
+        zp_from_max_err = abs(qmax_d) + np.abs(rmax / scale)
+    zp = np.where(zp_from_min_err < zp_from_max_err, zp_from_min, zp_from_max)
+    if np.any(np.isnan(zp) & ~degenerate):
+        raise ValueError("cannot round a NaN zero point")
+    zp = np.where(degenerate, qmin_d, zp)
+    nudged = np.where(zp < qmin_d, qmin_d, np.where(zp > qmax_d, qmax_d, round_half_away_array(zp)))
+    return scale, nudged.astype(np.int64)
+
+
+def _as_f32_double(v: float) -> float:
+    """A float32 attribute/constant as the converter reads it (widened to double)."""
+    return float(np.float32(v))
+
+
+def fake_quant_params(rmin: float, rmax: float, num_bits: int = 8, narrow_range: bool = False) -> QuantParams:
+    """The int8 type TF's MLIR converter gives a per-tensor FakeQuant output.
+
+    ``GetQuantizedType`` (quantization_lib/quantization_utils.cc) expands tiny
+    ranges, then ``fakeQuantAttrsToType`` (FakeQuantSupport.cc) runs in the
+    UNSIGNED domain (the legalization in legalize_patterns.td passes
+    ``is_signed=false``), so zero-point ties round upwards there; then
+    ``ConvertUnsignedToSigned`` (quantization_utils.h) subtracts 128 from the zero
+    point and storage bounds. The scale stays the double (rmax-rmin)/(qmax-qmin):
+    it is not re-nudged.
+
+    This can disagree with the float32 ``Nudge`` of the training kernel: for
+    [-1, 1] the converter's zero point is 127.5 -> 128 (int8 0) while the kernel
+    computes 127.49999 -> 127 (see :func:`fake_quant_float32`).
+    """
+    lo, hi = _expand_very_small_range(_as_f32_double(rmin), _as_f32_double(rmax))
+    qmin, qmax = _storage_range(num_bits, narrow_range, signed=False)
+    scale, zp = _nudged_scale_and_zero_point(qmin, qmax, lo, hi)
+    return QuantParams(
+        scale=(scale,), zero_point=(zp - 128,), axis=None, qmin=qmin - 128, qmax=qmax - 128, dtype="int8"
+    )
+
+
+def fake_quant_params_per_channel(
+    mins: Sequence[float], maxs: Sequence[float], num_bits: int = 8, narrow_range: bool = False, axis: int = -1
+) -> QuantParams:
+    """Per-axis version of :func:`fake_quant_params` (FakeQuantWithMinMaxVarsPerChannel,
+    quantized along ``axis``, which TF sets to the last dimension).
+
+    Same sources: each channel's range is expanded and nudged on its own
+    (per-axis ``fakeQuantAttrsToType`` in FakeQuantSupport.cc).
+    """
+    if len(mins) != len(maxs):
+        raise ValueError(f"mismatched per-axis min and max size: {len(mins)} vs. {len(maxs)}")
+    qmin, qmax = _storage_range(num_bits, narrow_range, signed=False)
+    lo = np.asarray(mins, dtype=np.float32).astype(np.float64).reshape(-1)
+    hi = np.asarray(maxs, dtype=np.float32).astype(np.float64).reshape(-1)
+    narrow = ~(hi - lo > _NEAR_ZERO_TOLERANCE)  # _expand_very_small_range, per channel
+    lo = np.where(narrow, np.minimum(lo, -_SMALLEST_HALF_RANGE), lo)
+    hi = np.where(narrow, np.maximum(hi, _SMALLEST_HALF_RANGE), hi)
+    scales, zps = _nudged_scale_and_zero_point_array(qmin, qmax, lo, hi)
+    return QuantParams(
+        scale=tuple(scales.tolist()), zero_point=tuple((zps - 128).tolist()), axis=axis,
+        qmin=qmin - 128, qmax=qmax - 128, dtype="int8",
+    )
+
+
+def input_stats_params(mean: float, std: float) -> QuantParams:
+    """The int8 type TF gives a graph input from ``quantized_input_stats=(mean, std)``.
+
+    ``mean_value``/``std_value`` are ``float`` fields of ``InputArray``
+    (compiler/mlir/lite/model_flags.proto), so Python's doubles are rounded to
+    float32 there. ``InputStatsToMinMax`` (compiler/mlir/lite/python/
+    tf_tfl_flatbuffer_helpers.cc) gives min=(-128-mean)/std, max=(127-mean)/std in
+    double for QINT8, and ``SetInputNodesQuantizationParams``
+    (lite/transforms/prepare_quantize.cc) builds the type SIGNED, 8 bits,
+    narrow_range=false, through the same ``GetQuantizedType``.
+    """
+    mean_d = _as_f32_double(mean)
+    std_d = _as_f32_double(std)
+    lo = (-128.0 - mean_d) / std_d
+    hi = (127.0 - mean_d) / std_d
+    lo, hi = _expand_very_small_range(lo, hi)
+    qmin, qmax = _storage_range(8, False, signed=True)
+    scale, zp = _nudged_scale_and_zero_point(qmin, qmax, lo, hi)
+    return QuantParams(scale=(scale,), zero_point=(zp,), axis=None, qmin=qmin, qmax=qmax, dtype="int8")
+
+
+def input_stats_for_range(lo: float, hi: float) -> tuple[float, float]:
+    """The ``(mean, std)`` that maps int8 [-128, 127] onto float [lo, hi]."""
+    if not hi > lo:
+        raise ValueError(f"input range [{lo}, {hi}] is empty")
+    std = 255.0 / (hi - lo)
+    mean = -128.0 - lo * std
+    return mean, std
+
+
+def input_range_params(lo: float, hi: float) -> QuantParams:
+    """The int8 type of a graph input whose float range is [lo, hi], passed to TF
+    as ``quantized_input_stats`` with std=255/(hi-lo), mean=-128-lo*std
+    (see :func:`input_stats_params`)."""
+    mean, std = input_stats_for_range(lo, hi)
+    return input_stats_params(mean, std)
+
+
+
+def _axis_shape(x: np.ndarray, axis: int, n: int) -> tuple[int, ...]:
+    ax = axis % x.ndim
+    if x.shape[ax] != n:
+        raise ValueError(f"{n} scales do not match dimension {ax} of shape {x.shape}")
+    shape = [1] * x.ndim
+    shape[ax] = n
+    return tuple(shape)
+
+
+def quantize_array(x: np.ndarray, params: QuantParams) -> np.ndarray:
+    """Quantize a float32 constant as the converter folds ``tfl.quantize(const)``.
+
+    8-bit: ``quantizeF32ToInt8`` (compiler/mlir/quantization/common/ir/
+    UniformSupport.h): ``clamp(std::round(double(x) / scale + zp))`` with the zero
+    point added BEFORE rounding. Wider storage takes the APFloat path of the same
+    file: round ``x / scale`` ties-away, then add the zero point, then clamp.
+    """
+    xd = np.asarray(x, dtype=np.float32).astype(np.float64)
+    n = len(params.scale)
+    if params.axis is None:
+        if n != 1:
+            raise ValueError(f"per-tensor params with {n} scales")
+        scale = np.float64(params.scale[0])
+        zp = np.float64(params.zero_point[0])
+    else:
+        shape = _axis_shape(xd, params.axis, n)
+        scale = np.asarray(params.scale, dtype=np.float64).reshape(shape)
+        zp = np.asarray(params.zero_point, dtype=np.float64).reshape(shape)
+    with np.errstate(all="ignore"):
+        np.divide(xd, scale, out=xd)
+        if params.dtype in ("int8", "uint8"):
+            xd += zp
+            # qmin/qmax are integers, so clamping before rounding gives the same result
+            np.clip(xd, params.qmin, params.qmax, out=xd)
+            q = round_half_away_array(xd)
+        else:
+            q = np.clip(round_half_away_array(xd) + zp, params.qmin, params.qmax)
+    return q.astype(np.dtype(params.dtype))
+
+
+def quantize_bias(b: np.ndarray, scales: Sequence[float] | float) -> np.ndarray:
+    """Quantize a float32 bias to int32 with zero point 0: ``round_half_away(double(b)
+    / scale)`` clamped to int32 (the APFloat path of ``quantizeFloatToInt``,
+    compiler/mlir/quantization/common/ir/UniformSupport.h). A scale list runs along
+    the last axis; a single scale covers everything."""
+    bd = np.asarray(b, dtype=np.float32).astype(np.float64)
+    s = np.atleast_1d(np.asarray(scales, dtype=np.float64))
+    if s.size != 1 and (bd.ndim == 0 or bd.shape[-1] != s.size):
+        raise ValueError(f"{s.size} bias scales do not match shape {bd.shape}")
+    scale = s[0] if s.size == 1 else s
+    with np.errstate(all="ignore"):
+        q = round_half_away_array(bd / scale)
+    return np.clip(q, INT32_MIN, INT32_MAX).astype(np.int32)
+
+
+def bias_params(input_params: QuantParams, weight_params: QuantParams, legacy_float_scale: bool = False) -> QuantParams:
+    """The bias type ``GetUniformQuantizedTypeForBias`` builds
+    (quantization_lib/quantization_utils.cc): scale[c] = in_scale * w_scale[c] as a
+    product of the DOUBLE scales, zero point 0, signed int32 full range. Per-axis
+    (axis 0 of the 1-D bias) only when the weight has more than one scale.
+    With ``legacy_float_scale`` (post-training quantization) the scales are cast to
+    float32 and multiplied in float32.
+    """
+    s_in = input_params.scale[0]
+    if legacy_float_scale:
+        f_in = np.float32(s_in)
+        scales = tuple(float(f_in * np.float32(s_w)) for s_w in weight_params.scale)
+    else:
+        scales = tuple(1.0 * s_in * s_w for s_w in weight_params.scale)
+    axis = 0 if len(scales) > 1 else None
+    return QuantParams(
+        scale=scales, zero_point=(0,) * len(scales), axis=axis, qmin=INT32_MIN, qmax=INT32_MAX, dtype="int32"
+    )
+
+
+
+def value_range_params(
+    rmin: float, rmax: float, narrow_range: bool = False, axis: int | None = None
+) -> QuantParams:
+    """Parameters for a constant with no FakeQuant, from its value range.
+
+    ``GetUniformQuantizedTypeForWeight`` (quantization_lib/quantization_utils.cc)
+    widens the range to include 0, then calls ``GetQuantizedType`` in the SIGNED
+    domain (8 bits; narrow for weights of affine ops, which are also made
+    symmetric by the caller). Per-tensor; see :func:`value_range_params_per_channel`.
+    """
+    lo, hi = min(float(rmin), 0.0), max(float(rmax), 0.0)
+    lo, hi = _expand_very_small_range(lo, hi)
+    qmin, qmax = _storage_range(8, narrow_range, signed=True)
+    scale, zp = _nudged_scale_and_zero_point(qmin, qmax, lo, hi)
+    return QuantParams(scale=(scale,), zero_point=(zp,), axis=None, qmin=qmin, qmax=qmax, dtype="int8")
+
+
+def value_range_params_per_channel(
+    mins: Sequence[float], maxs: Sequence[float], narrow_range: bool = True, axis: int = 0
+) -> QuantParams:
+    """Per-axis :func:`value_range_params` (``GetUniformQuantizedPerAxisTypeForWeight``)."""
+    per = [value_range_params(a, b, narrow_range) for a, b in zip(mins, maxs)]
+    qmin, qmax = _storage_range(8, narrow_range, signed=True)
+    return QuantParams(
+        scale=tuple(p.scale[0] for p in per), zero_point=tuple(p.zero_point[0] for p in per),
+        axis=axis, qmin=qmin, qmax=qmax, dtype="int8",
+    )
+
+
+def signed_range_params(rmin: float, rmax: float) -> QuantParams:
+    """``fakeQuantAttrsToType(8 bits, rmin, rmax, narrow_range=false, is_signed=true)`` as
+    TensorFlow's DefaultQuantParams pass applies ``default_ranges_stats`` (default_quant_params.cc)."""
+    scale, zp = _nudged_scale_and_zero_point(-128, 127, float(rmin), float(rmax))
+    return QuantParams(scale=(scale,), zero_point=(zp,), axis=None, qmin=-128, qmax=127, dtype="int8")
+
+
+def calibrated_range_params(rmin: float, rmax: float, legacy_float_scale: bool = True) -> QuantParams:
+    """The int8 type TensorFlow gives a tensor from calibration statistics.
+
+    ``ConvertStatsToQDQs`` (compiler/mlir/quantization/common/quantization_lib/
+    quantization_utils.h): the calibrator's float32 min/max are widened to include 0,
+    a range narrower than 1e-6 is widened by 1e-6 on each side (``TensorRangeSanityCheck``),
+    then ``fakeQuantAttrsToType(8 bits, narrow_range=false, is_signed=true)`` nudges in
+    the SIGNED domain (unlike a FakeQuant's, which nudges unsigned). TensorFlow's
+    post-training quantizer runs with ``legacy_float_scale``: ``DownCastScale`` then
+    recomputes the scale and zero point in float32 (the default here).
+    """
+    lo = min(_as_f32_double(rmin), 0.0)
+    hi = max(_as_f32_double(rmax), 0.0)
+    if abs(hi - lo) < _NEAR_ZERO_TOLERANCE:
+        lo -= _NEAR_ZERO_TOLERANCE
+        hi += _NEAR_ZERO_TOLERANCE
+    if not legacy_float_scale:
+        scale, zp = _nudged_scale_and_zero_point(-128, 127, lo, hi)
+        return QuantParams(scale=(scale,), zero_point=(zp,), axis=None, qmin=-128, qmax=127, dtype="int8")
+    # DownCastScale (quantization_utils.cc): the scale again, in float32; the zero point
+    # from the min, in double divided by that scale, rounded to float32, then rounded
+    f32 = np.float32
+    scale = float(f32(f32(hi) - f32(lo)) / f32(255.0))
+    zp_from_min = float(f32(-128.0 - lo / scale))
+    zp = -128 if zp_from_min < -128 else 127 if zp_from_min > 127 else round_half_away(zp_from_min)
+    return QuantParams(scale=(scale,), zero_point=(zp,), axis=None, qmin=-128, qmax=127, dtype="int8")

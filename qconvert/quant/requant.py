@@ -1,0 +1,64 @@
+"""The requantization record of one operator, and the operand view it is computed from.
+
+A :class:`Requant` holds what a TFLite int8 kernel derives in Prepare for one operator:
+its multiplier/shift pairs, clamp, ADD/SUB left shift, LOGISTIC/TANH table, and the
+binary64 factors of LiteRT's reference FULLY_CONNECTED. The converter computes it from
+the IR (and stores it in the file's ``qconvert_requant`` metadata), ``dump`` recomputes
+it from the file's tensors to check the stored one, and ``run`` executes from it. The
+recipe per op is a row of the op table (``qconvert.ops``), reached through one function,
+``qconvert.ops.requant``; both producers describe tensors as :class:`Operand`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+
+@dataclass(frozen=True)
+class Operand:
+    """A tensor as a kernel's Prepare sees it: float32 scales (as Python floats), zero
+    points and shape. ``scale`` is empty for a tensor without quantization."""
+
+    name: str
+    scale: tuple[float, ...]
+    zero_point: tuple[int, ...]
+    shape: tuple[int, ...]
+
+    @property
+    def s(self) -> float:
+        """The (first) scale; ValueError when the tensor has none, as Prepare would fail."""
+        if not self.scale:
+            raise ValueError(f"tensor '{self.name}' has no quantization")
+        return self.scale[0]
+
+    @property
+    def zp(self) -> int:
+        return int(self.zero_point[0]) if self.zero_point else 0
+
+
+@dataclass
+class Requant:
+    """One operator's record (the layout is in ``qconvert.schema.requant_metadata``)."""
+
+    op_index: int
+    builtin: str  # BuiltinOperator name, e.g. "CONV_2D"
+    act_min: int
+    act_max: int
+    left_shift: int
+    pairs: list[tuple[int, int]] = field(default_factory=list)  # (multiplier, shift)
+    per_channel: bool = False
+    subgraph_index: int = 0
+    table: list[int] | None = None  # LOGISTIC / TANH: 256 int8 outputs, indexed by uint8(x)
+    wide: list[int] | None = None  # FULLY_CONNECTED: binary64 bit patterns, one per pair
+
+    def fields(self) -> dict[str, object]:
+        """The parts that a recomputation can check (everything but where the record sits)."""
+        return {"per_channel": bool(self.per_channel), "act_min": int(self.act_min), "act_max": int(self.act_max),
+                "left_shift": int(self.left_shift), "multipliers": [int(p[0]) for p in self.pairs],
+                "shifts": [int(p[1]) for p in self.pairs], "table": self.table, "wide": self.wide}
+
+
+def operand(name: str, scale: Sequence[float], zero_point: Sequence[int], shape: Sequence[int]) -> Operand:
+    return Operand(name, tuple(float(s) for s in scale), tuple(int(z) for z in zero_point),
+                   tuple(int(d) for d in shape))

@@ -1,0 +1,9 @@
+"""The commands beside ``convert``: ``dump`` (what is in a .tflite, requant records checked),
+``compare`` (per-layer error of an int8 model against its float graph), ``batch`` (many
+models, a JSON report), ``run`` (the integer executor on files of inputs); ``text``
+(aligned tables they share).
+
+May import: ``qconvert.converter``, ``qconvert.runtime``, ``qconvert.calibration``,
+``qconvert.schema``, and everything below them. The CLI imports each tool only when its
+command runs.
+"""

@@ -1,0 +1,460 @@
+"""``qconvert compare MODEL.pb MODEL.tflite --data x.npz``: where quantization loses accuracy.
+
+Both models run on the same float samples:
+
+* the float graph: the .pb imported and taken through qconvert's legalize, fold and fusion
+  passes (the float model whose tensors get quantized), run by the float executor with its
+  FakeQuants passed through (``--fake-quant`` keeps them), so the reference is the model
+  as it would compute in float;
+* the int8 model: ``qconvert run``'s integer executor (float inputs quantized at the
+  boundary) — or, for a file it does not take (TensorFlow's own, or one with float ops
+  left in), LiteRT's built-in kernels with every tensor kept; each int8 tensor is
+  dequantized with its scale and zero point.
+
+Tensors are mapped by name (qconvert names each op output after the float op it comes
+from); model inputs and outputs by position. Per mapped tensor:
+
+* ``snr_db``: 10·log10(Σf² / Σ(f−q)²) end to end (errors of earlier layers included);
+* ``cosine``: Σf·q / (‖f‖·‖q‖);
+* ``max_abs_error`` (float units), ``max_error_lsb``, ``mean_error_lsb`` (signed: a bias) and
+  ``mean_abs_error_lsb``, in units of the tensor's scale;
+* ``local_snr_db``: the op alone — its int8 output against the float op run on the very
+  (dequantized) int8 inputs it read, float weights — so a layer that loses accuracy itself
+  (a clipping range, coarse weights) stands out from one that inherits its input's error.
+  Layers are ranked worst-first by it.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from qconvert.errors import ConversionError
+from qconvert.ir import Graph
+from qconvert.ir.qdq import is_dequantize, is_quantize
+
+
+@dataclass
+class _Stats:
+    """Running sums over samples for one tensor."""
+
+    signal: float = 0.0  # Σ f²
+    noise: float = 0.0  # Σ (f - q)²
+    dot: float = 0.0  # Σ f q
+    quant: float = 0.0  # Σ q²
+    max_abs: float = 0.0
+    err_sum: float = 0.0
+    abs_sum: float = 0.0
+    count: int = 0
+
+    def add(self, f: np.ndarray, q: np.ndarray) -> None:
+        f = f.astype(np.float64).reshape(-1)
+        q = q.astype(np.float64).reshape(-1)
+        e = q - f
+        self.signal += float(f @ f)
+        self.noise += float(e @ e)
+        self.dot += float(f @ q)
+        self.quant += float(q @ q)
+        if e.size:
+            self.max_abs = max(self.max_abs, float(np.abs(e).max()))
+        self.err_sum += float(e.sum())
+        self.abs_sum += float(np.abs(e).sum())
+        self.count += e.size
+
+    def snr_db(self) -> float:
+        if self.noise == 0.0:
+            return math.inf
+        if self.signal == 0.0:
+            return -math.inf
+        return 10.0 * math.log10(self.signal / self.noise)
+
+    def cosine(self) -> float:
+        if self.signal == 0.0 or self.quant == 0.0:
+            return 1.0 if self.signal == self.quant else 0.0
+        return self.dot / math.sqrt(self.signal * self.quant)
+
+
+@dataclass
+class Row:
+    index: int  # operator index in the .tflite
+    op: str
+    tensor: str
+    shape: tuple[int, ...]
+    scale: float
+    zero_point: int
+    e2e: _Stats = field(default_factory=_Stats)
+    local: _Stats = field(default_factory=_Stats)
+
+    def as_dict(self) -> dict[str, Any]:
+        lsb = self.scale or 1.0
+        n = max(self.e2e.count, 1)
+        return {
+            "index": self.index, "op": self.op, "tensor": self.tensor, "shape": list(self.shape),
+            "scale": self.scale, "zero_point": self.zero_point,
+            "snr_db": _finite(self.e2e.snr_db()), "cosine": self.e2e.cosine(),
+            "max_abs_error": self.e2e.max_abs, "max_error_lsb": self.e2e.max_abs / lsb,
+            "mean_error_lsb": self.e2e.err_sum / n / lsb, "mean_abs_error_lsb": self.e2e.abs_sum / n / lsb,
+            "local_snr_db": _finite(self.local.snr_db()) if self.local.count else None,
+        }
+
+
+def _finite(v: float) -> float | str:
+    return v if math.isfinite(v) else ("inf" if v > 0 else "-inf")
+
+
+def _sort_key(v: float | str | None) -> float:
+    if v is None:
+        return math.inf
+    if isinstance(v, str):
+        return math.inf if v == "inf" else -math.inf
+    return float(v)
+
+
+# ---------------------------------------------------------------------------
+# the float side
+
+
+def float_graph(nodes: Sequence[Any], inputs: Sequence[str] | None, outputs: Sequence[str] | None,
+                input_shapes: Mapping[str, Sequence[int]] | None) -> Graph:
+    """A GraphDef's nodes taken through qconvert's passes up to (not including) quantization
+    parameters: the float model whose tensors the int8 model quantizes."""
+    from qconvert.calibration.calibrate import Calibration
+    from qconvert.converter.pipeline import Options, run
+    from qconvert.frontend.importer import import_graph
+
+    graph = import_graph(nodes, inputs, outputs, input_shapes)
+    options = Options(input_shapes=dict(input_shapes or {}), inputs=inputs, outputs=outputs,
+                      calibration=Calibration())
+    return run(graph, options, stop_before="calibrate")[0]
+
+
+def _fake_quant_chain(graph: Graph, name: str) -> list[Any]:
+    """The QUANTIZE → DEQUANTIZE pair (a legalized FakeQuant) that alone reads ``name``, if any."""
+    readers = graph.consumers(name)
+    if len(readers) != 1 or not is_quantize(readers[0]):
+        return []
+    after = graph.consumers(readers[0].outputs[0])
+    if len(after) != 1 or not is_dequantize(after[0]):
+        return []
+    return [readers[0], after[0]]
+
+
+def _float_name(graph: Graph, name: str) -> str:
+    """The float tensor behind a chain of QUANTIZE / DEQUANTIZE nodes."""
+    while True:
+        node = graph.producer(name)
+        if not (is_quantize(node) or is_dequantize(node)):
+            return name
+        name = node.inputs[0]
+
+
+# ---------------------------------------------------------------------------
+# the int8 side
+
+
+class _LiteRTModel:
+    """A .tflite that ``qconvert run`` does not take (no qconvert metadata, e.g. TensorFlow's
+    own file, or float ops left in): LiteRT's built-in kernels (no delegate), every tensor kept."""
+
+    engine = "LiteRT built-in kernels"
+
+    def __init__(self, data: bytes) -> None:
+        from qconvert.runtime.interpreter import RunError
+        from qconvert.schema.reader import read_model
+
+        try:
+            self.model = read_model(data)
+        except ValueError as exc:
+            raise RunError(str(exc)) from None
+        from qconvert.schema.litert import interpreter
+
+        try:
+            self._it = interpreter(data)
+        except ValueError as exc:
+            raise RunError(f"LiteRT cannot load the .tflite: {exc}") from None
+        self.tensors = self.model.tensors
+        self.input_names = [self.tensors[i].name for i in self.model.inputs]
+        self.output_names = [self.tensors[i].name for i in self.model.outputs]
+
+    def run(self, feeds: Mapping[str, np.ndarray], trace: bool, quantize_inputs: bool) -> Any:
+        from qconvert.runtime.interpreter import quantize_float
+
+        for i, name in zip(self.model.inputs, self.input_names):
+            t, x = self.tensors[i], np.asarray(feeds[name])
+            if t.dtype == "int8" and x.dtype.kind == "f":
+                x = quantize_float(x, t.scale[0], t.zero_point[0] if t.zero_point else 0)
+            self._it.set_tensor(i, x.astype(np.dtype(t.dtype)))
+        self._it.invoke()
+        values = {}
+        for k, t in enumerate(self.tensors):
+            if t.data is None:
+                try:
+                    values[t.name] = self._it.get_tensor(k).copy()
+                except ValueError:
+                    pass
+        return {n: values[n] for n in self.output_names}, values
+
+
+def _int8_model(path: str | os.PathLike) -> tuple[Any, str]:
+    """qconvert's integer executor when it takes the file, else LiteRT (and why)."""
+    from qconvert.runtime.interpreter import RunError
+    from qconvert.tools.run import read_model
+
+    try:
+        model = read_model(path)
+        return model, "integer executor"
+    except RunError as exc:
+        data = Path(path).read_bytes() if Path(path).is_file() else None
+        if data is None:
+            raise
+        reason = str(exc)
+    short = "no qconvert metadata" if "metadata" in reason and "no '" in reason else reason.split(";")[0][:80]
+    return _LiteRTModel(data), f"{_LiteRTModel.engine}; {short}"
+
+
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class Report:
+    pb: str
+    tflite: str
+    samples: int
+    fake_quant: bool
+    rows: list[Row]
+    unmapped: list[str]
+    engine: str = "integer executor"
+
+    def worst(self, k: int | None = None) -> list[Row]:
+        """The k layers with the lowest local SNR (default: 1 per 8 layers, 1 to 5)."""
+        scored = [r for r in self.rows if r.local.count]
+        k = max(1, min(5, len(self.rows) // 8)) if k is None else k
+        return sorted(scored, key=lambda r: _sort_key(_finite(r.local.snr_db())))[:k]
+
+    def gate(self, min_snr_db: float) -> str | None:
+        """None when every layer's end-to-end SNR is at least ``min_snr_db``; else one line."""
+        low = [r for r in self.rows if r.e2e.snr_db() < min_snr_db]
+        if not low:
+            return None
+        worst = min(low, key=lambda r: r.e2e.snr_db())
+        return (f"{len(low)} layer(s) below {min_snr_db:g} dB SNR; worst '{worst.tensor}' ({worst.op}) at "
+                f"{worst.e2e.snr_db():.1f} dB")
+
+    def as_dict(self) -> dict[str, Any]:
+        rows = [r.as_dict() for r in self.rows]
+        return {"pb": self.pb, "tflite": self.tflite, "engine": self.engine, "samples": self.samples,
+                "fake_quant": self.fake_quant,
+                "tensors": rows, "worst": [r.tensor for r in self.worst()], "unmapped": self.unmapped,
+                "min_snr_db": min((r["snr_db"] for r in rows), key=_sort_key, default=None)}
+
+
+def compare(pb: str | os.PathLike, tflite: str | os.PathLike, data: str | os.PathLike | Mapping[str, np.ndarray],
+            samples: int | None = None, seed: int = 0, fake_quant: bool = False,
+            inputs: Sequence[str] | None = None, outputs: Sequence[str] | None = None,
+            input_shapes: Mapping[str, Sequence[int]] | None = None) -> Report:
+    from qconvert.calibration import executor
+    from qconvert.calibration.data import as_samples, load_samples
+    from qconvert.frontend.graphdef import parse_graphdef, read_graphdef
+    from qconvert.frontend.tf_frozen import freeze, is_tf_model
+
+    model, engine = _int8_model(tflite)
+    tensors = model.tensors
+    if is_tf_model(pb):  # a SavedModel directory or Keras file, frozen as `convert` freezes it
+        frozen, tf_inputs, tf_outputs = freeze(pb)
+        nodes = parse_graphdef(frozen)
+        inputs, outputs = inputs or tf_inputs, outputs or tf_outputs
+    else:
+        nodes = read_graphdef(pb)
+    names = {n.name for n in nodes}
+    if inputs is None and all(n in names for n in model.input_names):  # the .tflite's names, when the .pb
+        inputs = list(model.input_names)                                # has them (qconvert keeps them)
+    if outputs is None and all(n in names for n in model.output_names):
+        outputs = list(model.output_names)
+    graph = float_graph(nodes, inputs, outputs, input_shapes)
+    if len(graph.inputs) != len(model.input_names) or len(graph.outputs) != len(model.output_names):
+        raise ConversionError(
+            f"the .pb has {len(graph.inputs)} input(s) and {len(graph.outputs)} output(s), the .tflite "
+            f"{len(model.input_names)} and {len(model.output_names)}; pass the --inputs/--outputs used to convert")
+    shapes = {name: list(tensors[i].shape) for name, i in zip(graph.inputs, model.model.inputs)}
+    if isinstance(data, Mapping):
+        feeds = {n: as_samples(n, np.asarray(data[n]), shapes[n], "data") for n in graph.inputs}
+    else:
+        if not Path(data).exists():
+            raise ConversionError(f"--data '{data}' does not exist")
+        feeds = load_samples(data, shapes, limit=samples, seed=seed)
+    if samples is not None:
+        feeds = {k: v[:samples] for k, v in feeds.items()}
+    n = len(next(iter(feeds.values())))
+
+    # tflite tensor name -> float tensor name
+    mapping: dict[str, str] = {}
+    for t in tensors:
+        if t.data is not None:
+            continue
+        # qconvert keeps the float op's name; TensorFlow's converter may join fused ops' names with ';'
+        found = [p for p in [t.name, *t.name.split(";")] if p in graph.tensors]
+        if found:
+            mapping[t.name] = _float_name(graph, found[0])
+    for i, name in zip(model.model.inputs, graph.inputs):
+        mapping[tensors[i].name] = _float_name(graph, name)
+    for i, name in zip(model.model.outputs, graph.outputs):
+        mapping[tensors[i].name] = _float_name(graph, name)
+
+    rows: list[Row] = []
+    unmapped: list[str] = []
+    for k, op in enumerate(model.model.operators):
+        t = tensors[op.outputs[0]]
+        if t.name not in mapping or t.dtype != "int8":
+            unmapped.append(t.name)
+            continue
+        rows.append(Row(k, op.builtin, t.name, tuple(t.shape), float(t.scale[0]) if t.scale else 1.0,
+                        int(t.zero_point[0]) if t.zero_point else 0))
+    if fake_quant:  # compare with the FakeQuant's output, as the training graph computes it
+        chains = {t: _fake_quant_chain(graph, f) for t, f in mapping.items()}
+        reference = {t: chains[t][-1].outputs[0] if chains[t] else f for t, f in mapping.items()}
+    else:
+        chains = {}
+        reference = dict(mapping)
+    wanted = set(reference.values())
+
+    tflite_of = {f: t for t, f in mapping.items()}  # float tensor -> .tflite tensor
+    scales = {t.name: (float(t.scale[0]), int(t.zero_point[0]) if t.zero_point else 0)
+              for t in tensors if t.scale and t.data is None}
+    for s in range(n):
+        ref: dict[str, np.ndarray] = {}
+
+        def record(name: str, value: np.ndarray) -> None:
+            if name in wanted:
+                ref[name] = value[0]
+
+        executor.run(graph, {name: feeds[name][s:s + 1] for name in graph.inputs}, record=record,
+                     fake_quant=fake_quant)
+        int_feeds = {tensors[i].name: feeds[name][s:s + 1] for i, name in zip(model.model.inputs, graph.inputs)}
+        _, ints = model.run(int_feeds, trace=True, quantize_inputs=True)
+        deq = {name: (v.astype(np.float64) - scales[name][1]) * scales[name][0]
+               for name, v in ints.items() if name in scales}
+        for row in rows:
+            f = ref.get(reference[row.tensor])
+            if f is None:
+                continue
+            q = deq[row.tensor]
+            row.e2e.add(f.reshape(q.shape), q)
+            local = _float_op(graph, mapping[row.tensor], tflite_of, deq)
+            for node in chains.get(row.tensor, []) if local is not None else []:
+                local = np.asarray(executor.evaluate(graph, node, [local.astype(np.float32)], 1), np.float64)
+            if local is not None:
+                row.local.add(local.reshape(q.shape), q)
+    return Report(str(pb), str(tflite), n, fake_quant, rows, unmapped, engine)
+
+
+def _float_op(graph: Graph, name: str, tflite_of: Mapping[str, str],
+              deq: Mapping[str, np.ndarray]) -> np.ndarray | None:
+    """The float op that produces ``name``, run on the dequantized int8 values its int8
+    twin read (constants as float): what the op alone should have given."""
+    from qconvert.calibration import executor
+
+    node = graph.producer(name)
+    if node is None:
+        return None
+    args = []
+    for i in node.inputs:
+        if not i:
+            args.append(None)
+            continue
+        source = _float_name(graph, i)
+        data = graph.const(source)
+        if data is not None:
+            args.append(data)
+        elif tflite_of.get(source) in deq:
+            args.append(deq[tflite_of[source]].astype(np.float32))
+        else:
+            return None
+    try:
+        return np.asarray(executor.evaluate(graph, node, args, 1), dtype=np.float64)
+    except ConversionError:
+        return None
+
+
+# ---------------------------------------------------------------------------
+# output
+
+
+def _num(v: Any, fmt: str) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, str):
+        return v
+    return format(v, fmt)
+
+
+def render_text(report: Report, worst: int | None = None) -> str:
+    from qconvert.tools.text import table as text_table
+
+    doc = report.as_dict()
+    bad = {r.tensor for r in report.worst(worst)}
+    rows = [["#", "op", "tensor", "SNR dB", "cosine", "max|err|", "max LSB", "mean LSB", "mean|LSB|", "local dB", ""]]
+    for r in doc["tensors"]:
+        rows.append([str(r["index"]), r["op"], r["tensor"], _num(r["snr_db"], ".1f"), _num(r["cosine"], ".5f"),
+                     _num(r["max_abs_error"], ".4g"), _num(r["max_error_lsb"], ".1f"),
+                     _num(r["mean_error_lsb"], "+.3f"), _num(r["mean_abs_error_lsb"], ".3f"),
+                     _num(r["local_snr_db"], ".1f"), "<< worst" if r["tensor"] in bad else ""])
+    lines = [f"compare {report.pb} (float{' with FakeQuant' if report.fake_quant else ''}) "
+             f"with {report.tflite} (int8, {report.engine}) on {report.samples} sample(s)", ""]
+    lines += text_table(rows, right=(0, 3, 4, 5, 6, 7, 8, 9))
+    lines.append("")
+    worst_rows = report.worst(worst)
+    if worst_rows:
+        lines.append("worst layers (by local SNR: the op alone, on the int8 inputs it read): " + ", ".join(
+            f"{r.tensor} ({_num(_finite(r.local.snr_db()), '.1f')} dB)" for r in worst_rows))
+    if report.unmapped:
+        lines.append(f"not in the float graph: {', '.join(report.unmapped)}")
+    return "\n".join(lines) + "\n"
+
+
+def plot(report: Report, path: str | os.PathLike, worst: int | None = None) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise ConversionError("--plot needs matplotlib: pip install 'qconvert[plot]'") from None
+    rows = report.rows
+    cap = 80.0  # dB; an exact layer (inf) or a lossless one is drawn at the cap
+
+    def clip(v: float) -> float:
+        return min(max(v, 0.0), cap)
+
+    e2e = [clip(r.e2e.snr_db()) for r in rows]
+    local = [clip(r.local.snr_db()) for r in rows]
+    bad = {id(r) for r in report.worst(worst)}
+    fig, ax = plt.subplots(figsize=(max(8.0, 0.3 * len(rows) + 4), 4.5), dpi=100)
+    x = np.arange(len(rows))
+    colors = ["#d62728" if id(r) in bad else "#1f77b4" for r in rows]
+    ax.bar(x, e2e, color=colors, label="SNR end to end (dB)")
+    ax.plot(x, local, "k.", label="SNR of the op alone (dB)")
+    for k, r in enumerate(rows):
+        if id(r) in bad:
+            ax.annotate(f"{local[k]:.1f}", (k, local[k]), textcoords="offset points", xytext=(0, 4),
+                        ha="center", fontsize=7, color="#d62728")
+    ax.set_xticks(x)
+    ax.set_xticklabels([f"{r.index} {r.op}" for r in rows], rotation=75, fontsize=7, ha="right")
+    ax.set_ylabel(f"SNR (dB, capped at {cap:g})")
+    ax.set_title(f"{Path(report.tflite).name}: per-layer SNR vs float ({report.samples} samples; red = worst)",
+                 fontsize=9)
+    ax.set_ylim(0, max([*e2e, *local, 10.0]) * 1.1)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.tight_layout()
+    import io
+
+    from qconvert.io import write_atomic
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    write_atomic(path, buf.getvalue())

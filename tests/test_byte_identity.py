@@ -1,0 +1,44 @@
+"""Every corpus model converts to the very bytes it converted to before the redesign (issue 14).
+
+``tests/fixtures/byte_identity.json`` holds, per model, the sha256 of its input (GraphDef
+bytes, plus calibration samples) and of the .tflite that qconvert wrote at the commit
+before the redesign (recorded with ``bench/byte_identity.py --record``; the old code is the
+oracle: a refactoring must not change one byte). A model whose input differs from the
+recorded one (rebuilt by another TensorFlow or CPU) cannot be compared and is skipped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+RECORD = json.loads((ROOT / "tests" / "fixtures" / "byte_identity.json").read_text())
+sys.path.insert(0, str(ROOT / "bench"))
+
+
+@pytest.fixture(scope="session")
+def cases() -> dict:
+    pytest.importorskip("tensorflow", reason="the corpora are built with TensorFlow")
+    import byte_identity
+
+    return {name: (data, convert) for name, data, convert in byte_identity.cases()}
+
+
+@pytest.mark.parametrize("name", sorted(RECORD))
+def test_output_bytes_unchanged(name: str, cases: dict) -> None:
+    rec = RECORD[name]
+    if name not in cases:
+        pytest.skip(f"{name}: no longer in the corpora")
+    data, convert = cases[name]
+    if hashlib.sha256(data).hexdigest() != rec["input"]:
+        pytest.skip(f"{name}: the model built here differs from the recorded one; bytes are not comparable")
+    try:
+        now = {"output": hashlib.sha256(convert()).hexdigest()}
+    except Exception as exc:  # noqa: BLE001  a recorded failure must still fail the same way
+        now = {"error": f"{type(exc).__name__}: {exc}"}
+    assert {k: v for k, v in rec.items() if k != "input"} == now
