@@ -1,11 +1,11 @@
 """The frozen QAT graphs the benchmarks convert, from small to large.
 
     small_cnn          models/digits_qat.pb: tfmot QAT CNN on scikit-learn's digits (in the repo)
-    mobilenet_v2       tfmot QAT keras MobileNetV2 alpha 0.35, 64x64 (tests/tfmot_corpus.py)
+    mobilenet_v2       tfmot QAT keras MobileNetV2 alpha 0.35, 64x64 (tests/fixtures/tfmot_corpus.py)
     mobilenet_v2_224   tfmot QAT keras MobileNetV2 alpha 1.0, 224x224, 1000 classes (bench only)
     chain_N            a synthetic chain of N conv layers (below), e.g. chain_1000
 
-The tfmot models are built by tests/tfmot_corpus.py (TensorFlow, tf-keras and
+The tfmot models are built by tests/fixtures/tfmot_corpus.py (TensorFlow, tf-keras and
 tensorflow-model-optimization; MobileNetV2 224 takes about 2.5 minutes on 2 cores)
 and cached on disk. A chain is a TF1 graph built with TensorFlow from a fixed seed
 (about 10 s for 2,000 layers) and cached next to them in ``<cache>/bench/``.
@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "fixtures"))
 
 from corpus import CorpusModel  # noqa: E402
 

@@ -101,7 +101,7 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--models", nargs="*", help=f"default: {' '.join(bench_models.NAMES)}")
     ap.add_argument("--corpus", choices=["tf1", "tfmot", "all"],
-                    help="time the test corpora instead (tests/corpus.py, tests/tfmot_corpus.py)")
+                    help="time the test corpora instead (tests/fixtures/corpus.py, tests/fixtures/tfmot_corpus.py)")
     args = ap.parse_args()
     if args.corpus:
         import corpus

@@ -5,7 +5,7 @@
 The model is a small image classifier over 1x28x28x1 inputs, built as a TF1-style
 quantization-aware-training graph: FakeQuant on every weight and after every activation
 (none on the input: its range comes from ``--inputs-range``), with ranges "learned" from random inputs. It uses the same
-graph helpers as the end-to-end test corpus (tests/corpus.py). The output is
+graph helpers as the end-to-end test corpus (tests/fixtures/corpus.py). The output is
 deterministic: the same bytes on every run.
 """
 
@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "tests"))
+sys.path.insert(0, str(HERE.parent / "tests" / "fixtures"))
 
 from corpus import CorpusModel, GraphBuilder, build_qat_graph  # noqa: E402
 

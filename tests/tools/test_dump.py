@@ -3,7 +3,7 @@ metadata check flags a corrupted record, and broken files are one line, exit 1.
 
 The golden text and the corruption tests need no TensorFlow; the comparisons on
 TensorFlow's own files skip cleanly without it. Regenerate the golden file with
-``QCONVERT_UPDATE_GOLDEN=1 pytest tests/test_dump.py`` and review the diff.
+``QCONVERT_UPDATE_GOLDEN=1 pytest tests/tools/test_dump.py`` and review the diff.
 """
 
 from __future__ import annotations
@@ -20,11 +20,9 @@ import pytest
 
 from qconvert.cli import main
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # corpus, oracle
-
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "models" / "example_qat.pb"
-GOLDEN = Path(__file__).resolve().parent / "data" / "example_qat.dump.txt"
+GOLDEN = ROOT / "tests" / "fixtures" / "data" / "example_qat.dump.txt"
 
 
 def run(*args: str) -> subprocess.CompletedProcess:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,14 +16,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 pytest.importorskip("tensorflow", reason="the models and the float oracle are built with TensorFlow")
 import corpus  # noqa: E402
 
 from qconvert.api import convert  # noqa: E402
 from qconvert.tools.compare import compare  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 NAME = "small_classifier"
 
 

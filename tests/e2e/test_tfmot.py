@@ -1,4 +1,4 @@
-"""tensorflow-model-optimization QAT models (tests/tfmot_corpus.py) against TensorFlow's converter.
+"""tensorflow-model-optimization QAT models (tests/fixtures/tfmot_corpus.py) against TensorFlow's converter.
 
 Each model is a tf_keras architecture wrapped with ``tfmot.quantization.keras.quantize_model``,
 trained a few steps on random data from fixed seeds and frozen with
@@ -22,14 +22,13 @@ pytest.importorskip("tensorflow", reason="TensorFlow is the oracle for the end-t
 pytest.importorskip("tf_keras", reason="tf-keras builds the QAT models")
 pytest.importorskip("tensorflow_model_optimization", reason="tfmot builds the QAT models")
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import oracle  # noqa: E402
 import tfmot_corpus  # noqa: E402
 
 from qconvert.api import convert  # noqa: E402
 from qconvert.schema.reader import read_model  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

@@ -10,14 +10,11 @@ signature (freezing the signature by hand, as TensorFlow's guide does).
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.fixture(scope="module")

@@ -10,15 +10,11 @@ Run with ``-s`` to see the tables.
 
 from __future__ import annotations
 
-import os
-import sys
-
 import numpy as np
 import pytest
 
 from qconvert.calibration import methods as cm
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 METHODS = ["minmax", "percentile", "entropy", "mse"]
 
 

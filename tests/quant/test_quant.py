@@ -18,8 +18,8 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from qconvert import quant as qm
-from qconvert.quant import fake_quant
 from qconvert.ir import QuantParams
+from qconvert.quant import fake_quant
 
 F32 = np.float32
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1

@@ -11,27 +11,24 @@ file with one corrupted multiplier runs differently (and ``dump`` flags it).
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any, Callable
 
+import corpus  # noqa: E402
 import numpy as np
+import oracle  # noqa: E402
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import corpus  # noqa: E402
-import oracle  # noqa: E402
 
 pytest.importorskip("ai_edge_litert", reason="ai-edge-litert's interpreter is the oracle")
 
 from qconvert.api import convert  # noqa: E402
 from qconvert.runtime.interpreter import IntegerModel  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 N_INPUTS = 32
 
 # Ops where bit equality with LiteRT's BUILTIN_REF is not reached: op -> (max LSB, why).

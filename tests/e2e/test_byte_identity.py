@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 RECORD = json.loads((ROOT / "tests" / "fixtures" / "byte_identity.json").read_text())
 sys.path.insert(0, str(ROOT / "bench"))
 

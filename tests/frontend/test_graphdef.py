@@ -17,12 +17,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # no packaging config yet; let plain `pytest` find qconvert
     sys.path.insert(0, str(ROOT))
 
-from qconvert.frontend import graphdef as gd  # noqa: E402
 from qconvert.errors import ConversionError  # noqa: E402
+from qconvert.frontend import graphdef as gd  # noqa: E402
 
 # ---------------------------------------------------------------------------
 # helpers

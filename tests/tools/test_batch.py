@@ -18,7 +18,7 @@ import pytest
 
 from qconvert.cli import main
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "models" / "example_qat.pb"
 DIGITS = ROOT / "models" / "digits_qat.pb"
 SCHEMA = json.loads((ROOT / "qconvert" / "tools" / "report_schema.json").read_text())

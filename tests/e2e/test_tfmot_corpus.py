@@ -1,4 +1,4 @@
-"""The tfmot corpus (tests/tfmot_corpus.py): Keras 2 + tfmot QAT graphs, and TF's converter on them.
+"""The tfmot corpus (tests/fixtures/tfmot_corpus.py): Keras 2 + tfmot QAT graphs, and TF's converter on them.
 
 Checks that every model builds (or loads from the disk cache), that its frozen
 GraphDef is what the metadata says (placeholder, output node, op types), that
@@ -12,8 +12,6 @@ The first run trains every model (a few minutes on 2 cores, see
 
 from __future__ import annotations
 
-import os
-import sys
 import tempfile
 from pathlib import Path
 
@@ -27,7 +25,6 @@ pytest.importorskip(
 )
 pytest.importorskip("ai_edge_litert", reason="ai-edge-litert reads the converted models")
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import corpus  # noqa: E402
 import oracle  # noqa: E402
 import tfmot_corpus  # noqa: E402
@@ -122,7 +119,7 @@ def test_cache_holds_the_model() -> None:
 def test_build_is_deterministic() -> None:
     """Rebuilding a model from scratch in a fresh process gives the same GraphDef bytes.
 
-    Only the two small models, to keep this cheap; ``python tests/tfmot_corpus.py
+    Only the two small models, to keep this cheap; ``python tests/fixtures/tfmot_corpus.py
     --check-determinism`` checks all of them.
     """
     for name in ("mlp", "conv_bn_gap_head"):

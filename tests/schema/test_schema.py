@@ -13,10 +13,9 @@ import numpy as np
 import pytest
 
 from qconvert.ir import Graph, Node, QuantParams, Tensor
-from qconvert.schema.reader import read_model
-from qconvert.schema.writer import write_model
 from qconvert.schema import requant_metadata as rq
-from qconvert.schema.writer import min_runtime_version
+from qconvert.schema.reader import read_model
+from qconvert.schema.writer import min_runtime_version, write_model
 
 Interpreter = pytest.importorskip("ai_edge_litert.interpreter").Interpreter
 OpResolverType = pytest.importorskip("ai_edge_litert.interpreter").OpResolverType

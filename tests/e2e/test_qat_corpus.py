@@ -1,7 +1,7 @@
 """End-to-end: qconvert against TensorFlow's own converter, in LiteRT.
 
-Every corpus model (tests/corpus.py) is converted twice, by qconvert's library
-API and by ``tf.compat.v1.lite.TFLiteConverter`` (tests/oracle.py), and both
+Every corpus model (tests/fixtures/corpus.py) is converted twice, by qconvert's library
+API and by ``tf.compat.v1.lite.TFLiteConverter`` (tests/fixtures/oracle.py), and both
 .tflite files run in LiteRT's reference kernels on the same random int8 inputs.
 They must agree on the graph inputs/outputs (dtype, shape, scale, zero point)
 and on every output byte.
@@ -29,11 +29,10 @@ import pytest
 pytest.importorskip("tensorflow", reason="TensorFlow is the oracle for the end-to-end tests")
 pytest.importorskip("ai_edge_litert", reason="ai-edge-litert runs the converted models")
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import corpus  # noqa: E402
 import oracle  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,4 @@
-"""Edge cases (tests/variants.py) against TensorFlow's converter, in LiteRT.
+"""Edge cases (tests/fixtures/variants.py) against TensorFlow's converter, in LiteRT.
 
 Each recipe probes one rule: a Pad that TF folds into a SAME conv, a FakeQuant
 after a Reshape, activations TF fuses after quantization, Minimum/Maximum clamps,
@@ -9,15 +9,11 @@ documented behaviour against hand-derived parameters.
 
 from __future__ import annotations
 
-import os
-import sys
-
 import pytest
 
 pytest.importorskip("tensorflow", reason="TensorFlow is the oracle for the end-to-end tests")
 pytest.importorskip("ai_edge_litert", reason="ai-edge-litert runs the converted models")
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import corpus  # noqa: E402
 import oracle  # noqa: E402
 import variants  # noqa: E402

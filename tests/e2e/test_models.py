@@ -16,9 +16,8 @@ import pytest
 
 from qconvert.api import convert
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "models"))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 def test_digits_int8_accuracy_within_one_point(tmp_path: Path) -> None:

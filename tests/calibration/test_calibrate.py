@@ -1,7 +1,7 @@
 """Post-training calibration of float graphs (``--calibration-data``), against TensorFlow.
 
 The oracle: TensorFlow's full-integer post-training quantization of the same float
-frozen graph with the same samples as representative data (tests/oracle.py
+frozen graph with the same samples as representative data (tests/fixtures/oracle.py
 ``tf_ptq_convert``). Per model: every quantized activation's zero point equal and
 scale within 1e-5 relative (the calibrated min/max come from a different float
 kernel: TFLite's vs our numpy), int8 weights identical, and int8 outputs in LiteRT
@@ -27,8 +27,7 @@ from qconvert import quant as qm
 from qconvert.errors import ConversionError
 from qconvert.ir import Graph, Node, Tensor
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 # Corpus models whose float twins TF quantizes op for op as we do. pad_squeeze_reshape:
 # TF folds the Pad into a SAME convolution and drops the Squeeze in float graphs; we

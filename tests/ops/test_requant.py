@@ -8,7 +8,7 @@ add.cc/sub.cc (left shift 20, twice the larger input scale), mul.cc (float32),
 quantize.cc and reduce.cc (double ratio), quantization_util.cc QuantizeMultiplier,
 CalculateActivationRangeQuantized (clamps), activations.cc (standalone RELU*: float32
 ratio; SOFTMAX: PreprocessSoftmaxScaling). LOGISTIC / TANH tables are checked against
-LiteRT itself in tests/test_run.py.
+LiteRT itself in tests/runtime/test_interpreter.py.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from __future__ import annotations
 import math
 import os
 import struct
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +25,7 @@ from ai_edge_litert import schema_py_generated as schema
 from qconvert.api import convert
 from qconvert.schema.requant_metadata import METADATA_NAME, decode
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 f32 = np.float32
 
 
@@ -153,7 +152,6 @@ def test_corrupted_record_is_detected() -> None:
 @pytest.mark.skipif(os.environ.get("QCONVERT_SKIP_TF") == "1", reason="TF disabled")
 def test_corpus_requant_params() -> None:
     pytest.importorskip("tensorflow", reason="the corpus is built with TensorFlow")
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     import corpus
 
     total = 0
