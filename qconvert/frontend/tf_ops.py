@@ -11,6 +11,7 @@ from typing import Any, Callable
 import numpy as np
 
 from qconvert.errors import ConversionError
+from qconvert.frontend import legalization as lg
 from qconvert.ops.windows import window_out
 
 Shape = tuple[int, ...]
@@ -217,10 +218,12 @@ def shape_transpose(node: Any, s: list[Shape], c: list[Any]) -> Shape:
 
 @dataclass(frozen=True)
 class TfOp:
-    """A TensorFlow op we read: the TFLite op it becomes and its shape function."""
+    """A TensorFlow op we read: the TFLite op it becomes, its shape function, and its rewrite
+    into that op (stage 2; ``legalization.py``). FakeQuant* have their own pass."""
 
     tfl: str | None
     shape: Callable[[Any, list[Shape], list[Any]], Shape] | None
+    legalize: Callable[[Any, Any], None] | None = None
 
 
 # ``None`` as the TFLite op marks structural ops that disappear (Identity) or that
@@ -233,34 +236,34 @@ TF_OPS: dict[str, TfOp] = {
     "StopGradient": TfOp(None, shape_same),
     "Snapshot": TfOp(None, shape_same),
     "NoOp": TfOp(None, None),
-    "Conv2D": TfOp("CONV_2D", shape_conv2d),
-    "DepthwiseConv2dNative": TfOp("DEPTHWISE_CONV_2D", shape_depthwise),
-    "MatMul": TfOp("FULLY_CONNECTED", shape_matmul),
-    "BiasAdd": TfOp("ADD", shape_bias_add),
-    "Add": TfOp("ADD", shape_broadcast),
-    "AddV2": TfOp("ADD", shape_broadcast),
-    "Sub": TfOp("SUB", shape_broadcast),
-    "Mul": TfOp("MUL", shape_broadcast),
-    "FusedBatchNorm": TfOp("MUL", shape_batch_norm),
-    "FusedBatchNormV2": TfOp("MUL", shape_batch_norm),
-    "FusedBatchNormV3": TfOp("MUL", shape_batch_norm),
-    "Relu": TfOp("RELU", shape_same),
-    "Relu6": TfOp("RELU6", shape_same),
-    "Maximum": TfOp("MAXIMUM", shape_broadcast),
-    "Minimum": TfOp("MINIMUM", shape_broadcast),
-    "AvgPool": TfOp("AVERAGE_POOL_2D", shape_pool),
-    "MaxPool": TfOp("MAX_POOL_2D", shape_pool),
-    "Mean": TfOp("MEAN", shape_mean),
-    "Reshape": TfOp("RESHAPE", shape_reshape),
-    "Transpose": TfOp("TRANSPOSE", shape_transpose),
-    "SpaceToBatchND": TfOp("SPACE_TO_BATCH_ND", shape_space_to_batch),
-    "BatchToSpaceND": TfOp("BATCH_TO_SPACE_ND", shape_batch_to_space),
-    "Squeeze": TfOp("SQUEEZE", shape_squeeze),
-    "ConcatV2": TfOp("CONCATENATION", shape_concat),
-    "Pad": TfOp("PAD", shape_pad),
-    "Softmax": TfOp("SOFTMAX", shape_same),
-    "Sigmoid": TfOp("LOGISTIC", shape_same),
-    "Tanh": TfOp("TANH", shape_same),
+    "Conv2D": TfOp("CONV_2D", shape_conv2d, lg.conv2d),
+    "DepthwiseConv2dNative": TfOp("DEPTHWISE_CONV_2D", shape_depthwise, lg.depthwise),
+    "MatMul": TfOp("FULLY_CONNECTED", shape_matmul, lg.matmul),
+    "BiasAdd": TfOp("ADD", shape_bias_add, lg.plain("ADD", fused_activation_function="NONE")),
+    "Add": TfOp("ADD", shape_broadcast, lg.plain("ADD", fused_activation_function="NONE")),
+    "AddV2": TfOp("ADD", shape_broadcast, lg.plain("ADD", fused_activation_function="NONE")),
+    "Sub": TfOp("SUB", shape_broadcast, lg.plain("SUB", fused_activation_function="NONE")),
+    "Mul": TfOp("MUL", shape_broadcast, lg.plain("MUL", fused_activation_function="NONE")),
+    "FusedBatchNorm": TfOp("MUL", shape_batch_norm, lg.fused_batch_norm),
+    "FusedBatchNormV2": TfOp("MUL", shape_batch_norm, lg.fused_batch_norm),
+    "FusedBatchNormV3": TfOp("MUL", shape_batch_norm, lg.fused_batch_norm),
+    "Relu": TfOp("RELU", shape_same, lg.plain("RELU")),
+    "Relu6": TfOp("RELU6", shape_same, lg.plain("RELU6")),
+    "Maximum": TfOp("MAXIMUM", shape_broadcast, lg.plain("MAXIMUM")),
+    "Minimum": TfOp("MINIMUM", shape_broadcast, lg.plain("MINIMUM")),
+    "AvgPool": TfOp("AVERAGE_POOL_2D", shape_pool, lg.pool("AVERAGE_POOL_2D")),
+    "MaxPool": TfOp("MAX_POOL_2D", shape_pool, lg.pool("MAX_POOL_2D")),
+    "Mean": TfOp("MEAN", shape_mean, lg.mean),
+    "Reshape": TfOp("RESHAPE", shape_reshape, lg.reshape),
+    "Transpose": TfOp("TRANSPOSE", shape_transpose, lg.transpose),
+    "SpaceToBatchND": TfOp("SPACE_TO_BATCH_ND", shape_space_to_batch, lg.block_op("SPACE_TO_BATCH_ND")),
+    "BatchToSpaceND": TfOp("BATCH_TO_SPACE_ND", shape_batch_to_space, lg.block_op("BATCH_TO_SPACE_ND")),
+    "Squeeze": TfOp("SQUEEZE", shape_squeeze, lg.squeeze),
+    "ConcatV2": TfOp("CONCATENATION", shape_concat, lg.concat),
+    "Pad": TfOp("PAD", shape_pad, lg.pad),
+    "Softmax": TfOp("SOFTMAX", shape_same, lg.plain("SOFTMAX", beta=1.0)),
+    "Sigmoid": TfOp("LOGISTIC", shape_same, lg.plain("LOGISTIC")),
+    "Tanh": TfOp("TANH", shape_same, lg.plain("TANH")),
     "FakeQuantWithMinMaxArgs": TfOp("FAKE_QUANT", shape_same),
     "FakeQuantWithMinMaxVars": TfOp("FAKE_QUANT", shape_same),
     "FakeQuantWithMinMaxVarsPerChannel": TfOp("FAKE_QUANT", shape_same),

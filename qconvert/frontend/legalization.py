@@ -1,0 +1,198 @@
+"""TensorFlow ops become TFLite-level ops (still float): the rewrite of each TF op, named by
+its row in ``tf_ops.TF_OPS`` and applied by stage 2 (``qconvert.legalize.tf_ops``).
+
+1. ``Conv2D(x, w)``                ⇒ ``CONV_2D(x, TRANSPOSE(w, [3,0,1,2]), zeros[O])``  (HWIO → OHWI)
+2. ``DepthwiseConv2dNative(x, w)`` ⇒ ``DEPTHWISE_CONV_2D(x, RESHAPE(w, [1,H,W,C·M]), zeros[C·M])``
+3. ``MatMul(a, b)``                ⇒ ``FULLY_CONNECTED(a, TRANSPOSE(b, [1,0]), zeros[N])``
+4. ``BiasAdd``/``Add``/``AddV2``/``Sub``/``Mul`` ⇒ ``ADD``/``SUB``/``MUL``
+5. ``FusedBatchNorm*(x)`` (inference)  ⇒ ``ADD(MUL(x, m), offset − mean·m)``, m = scale·rsqrt(var+ε);
+   prepare folds the MUL into a preceding convolution's weights and the ADD into its bias.
+6. pools, ``Mean``, ``Reshape``, ``Squeeze``, ``ConcatV2``, ``Pad``, ``Softmax``, ``Sigmoid``,
+   ``Tanh``, ``Relu``, ``Relu6`` ⇒ their TFLite namesakes, with options as TFLite writes them.
+
+Zero biases are added as TensorFlow's converter adds them; a following BiasAdd
+is fused into them later (prepare). Weight layout ops are folded in stage 3.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from qconvert.errors import ConversionError
+from qconvert.ir import Graph, Node, Tensor
+
+Rewrite = Callable[[Graph, Node], None]
+
+
+def _layout(graph: Graph, node: Node, slot: int, op: str, arg: np.ndarray, shape: tuple[int, ...]) -> None:
+    """Insert ``op(node.inputs[slot], arg)`` in front of ``node`` (a weight layout change)."""
+    src = node.inputs[slot]
+    arg_name = graph.add_const(f"{node.name}/{op.lower()}_arg", arg.astype(np.int32))
+    out = graph.unique_name(f"{node.name}/{op.lower()}")
+    graph.add_tensor(Tensor(out, "float32", shape))
+    graph.add_node(Node(op, [src, arg_name], [out], {}, name=out), before=node)
+    node.inputs[slot] = out
+
+
+def _zero_bias(graph: Graph, node: Node, channels: int) -> str:
+    return graph.add_const(f"{node.name}/bias", np.zeros(channels, np.float32))
+
+
+def _strides(node: Node) -> dict:
+    s = node.attrs.get("strides", [1, 1, 1, 1])
+    return {"stride_w": int(s[2]), "stride_h": int(s[1])}
+
+
+def _dilations(node: Node) -> dict:
+    d = node.attrs.get("dilations") or [1, 1, 1, 1]
+    return {"dilation_w_factor": int(d[2]), "dilation_h_factor": int(d[1])}
+
+
+def conv2d(graph: Graph, node: Node) -> None:
+    x, w = node.inputs[:2]
+    h, wd, i, o = graph.tensors[w].shape
+    _layout(graph, node, 1, "TRANSPOSE", np.array([3, 0, 1, 2]), (o, h, wd, i))
+    node.inputs.append(_zero_bias(graph, node, o))
+    node.attrs = {
+        "padding": node.attrs.get("padding", "VALID"),
+        **_strides(node),
+        "fused_activation_function": "NONE",
+        **_dilations(node),
+    }
+    node.op = "CONV_2D"
+
+
+def depthwise(graph: Graph, node: Node) -> None:
+    h, wd, c, m = graph.tensors[node.inputs[1]].shape
+    _layout(graph, node, 1, "RESHAPE", np.array([1, h, wd, c * m]), (1, h, wd, c * m))
+    node.inputs.append(_zero_bias(graph, node, c * m))
+    node.attrs = {
+        "padding": node.attrs.get("padding", "VALID"),
+        **_strides(node),
+        "depth_multiplier": int(m),
+        "fused_activation_function": "NONE",
+        **_dilations(node),
+    }
+    node.op = "DEPTHWISE_CONV_2D"
+
+
+def matmul(graph: Graph, node: Node) -> None:
+    if node.attrs.get("transpose_a", False):
+        raise ConversionError(f"node '{node.name}' (MatMul): transpose_a=True is not supported")
+    k, n = graph.tensors[node.inputs[1]].shape
+    if node.attrs.get("transpose_b", False):
+        n = k
+    else:
+        _layout(graph, node, 1, "TRANSPOSE", np.array([1, 0]), (n, k))
+    node.inputs.append(_zero_bias(graph, node, n))
+    node.attrs = {"fused_activation_function": "NONE", "weights_format": "DEFAULT", "keep_num_dims": False}
+    node.op = "FULLY_CONNECTED"
+
+
+def plain(op: str, **attrs) -> Rewrite:
+    def rewrite(graph: Graph, node: Node) -> None:
+        node.op = op
+        node.attrs = dict(attrs)
+
+    return rewrite
+
+
+def pool(op: str) -> Rewrite:
+    def rewrite(graph: Graph, node: Node) -> None:
+        k = node.attrs.get("ksize", [1, 1, 1, 1])
+        node.attrs = {
+            "padding": node.attrs.get("padding", "VALID"),
+            **_strides(node),
+            "filter_width": int(k[2]),
+            "filter_height": int(k[1]),
+            "fused_activation_function": "NONE",
+        }
+        node.op = op
+
+    return rewrite
+
+
+def _int32_const(graph: Graph, node: Node, slot: int) -> None:
+    value = graph.const(node.inputs[slot])
+    if value is None:
+        raise ConversionError(f"node '{node.name}' ({node.op}): operand {slot} must be a constant")
+    node.inputs[slot] = graph.add_const(f"{node.name}/{slot}", np.asarray(value).astype(np.int32))
+
+
+def mean(graph: Graph, node: Node) -> None:
+    _int32_const(graph, node, 1)
+    node.attrs = {"keep_dims": bool(node.attrs.get("keep_dims", False))}
+    node.op = "MEAN"
+
+
+def reshape(graph: Graph, node: Node) -> None:
+    shape = graph.tensors[node.outputs[0]].shape
+    node.inputs[1] = graph.add_const(f"{node.name}/shape", np.array(shape, np.int32))
+    node.attrs = {}
+    node.op = "RESHAPE"
+
+
+def transpose(graph: Graph, node: Node) -> None:
+    _int32_const(graph, node, 1)
+    node.attrs = {}
+    node.op = "TRANSPOSE"
+
+
+def squeeze(graph: Graph, node: Node) -> None:
+    node.attrs = {"squeeze_dims": [int(d) for d in node.attrs.get("squeeze_dims", []) or []]}
+    node.op = "SQUEEZE"
+
+
+def concat(graph: Graph, node: Node) -> None:
+    rank = len(graph.tensors[node.outputs[0]].shape)
+    axis = int(np.asarray(graph.const(node.inputs[-1])).reshape(-1)[0]) % rank
+    node.inputs = node.inputs[:-1]
+    node.attrs = {"axis": axis, "fused_activation_function": "NONE"}
+    node.op = "CONCATENATION"
+
+
+def pad(graph: Graph, node: Node) -> None:
+    _int32_const(graph, node, 1)
+    node.attrs = {}
+    node.op = "PAD"
+
+
+def fused_batch_norm(graph: Graph, node: Node) -> None:
+    """``y = x·m + (offset − mean·m)`` with ``m = scale·rsqrt(variance + ε)``, in float32, as
+    TensorFlow's converter decomposes an inference-mode FusedBatchNorm before folding it."""
+    if node.attrs.get("is_training", False):
+        raise ConversionError(
+            f"node '{node.name}' ({node.op}) is in training mode; freeze the model for inference "
+            f"(call it with training=False before freezing)"
+        )
+    consts = [graph.const(i) for i in node.inputs[1:5]]
+    if any(c is None for c in consts):
+        raise ConversionError(f"node '{node.name}' ({node.op}): scale, offset, mean and variance must be constants")
+    scale, offset, mean, variance = (np.asarray(c, np.float32) for c in consts)
+    eps = np.float32(node.attrs.get("epsilon", 1e-3))
+    # rsqrt rounded once from double: TensorFlow's kernel refines an approximation to
+    # within an ulp or two of this, depending on the CPU.
+    rsqrt = (1.0 / np.sqrt((variance + eps).astype(np.float64))).astype(np.float32)
+    multiplier = scale * rsqrt
+    shift = offset - mean * multiplier
+    x = node.inputs[0]
+    scaled = graph.unique_name(f"{node.name}/scaled")
+    graph.add_tensor(Tensor(scaled, "float32", graph.tensors[x].shape))
+    mul = Node("MUL", [x, graph.add_const(f"{node.name}/multiplier", multiplier)], [scaled],
+               {"fused_activation_function": "NONE"}, name=scaled)
+    graph.add_node(mul, before=node)
+    node.inputs = [scaled, graph.add_const(f"{node.name}/shift", shift)]
+    node.attrs = {"fused_activation_function": "NONE"}
+    node.op = "ADD"
+
+
+def block_op(op: str) -> Rewrite:
+    def rewrite(graph: Graph, node: Node) -> None:
+        _int32_const(graph, node, 1)
+        _int32_const(graph, node, 2)
+        node.attrs = {}
+        node.op = op
+
+    return rewrite
