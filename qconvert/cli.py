@@ -149,7 +149,8 @@ def convert(model: str, output: str | None, ranges: tuple[str, ...], shapes: tup
         target = output or str(api.default_output(model))
         t0 = time.perf_counter()
         try:
-            result = api.convert_graph(model, input_ranges, input_shapes, _names(inputs), _names(outputs), dump_after,
+            result = api.convert_graph(model, input_ranges=input_ranges, input_shapes=input_shapes,
+                                       inputs=_names(inputs), outputs=_names(outputs), dump_after=dump_after,
                                        default_ranges=defaults, allow_float=allow_float,
                                        check_each_pass=debug, calibration_data=calibration_data,
                                        calibration_samples=calibration_samples,

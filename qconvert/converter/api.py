@@ -74,8 +74,10 @@ def convert_graph(
         calibration = _calibration(graph, calibration_data, calibration_samples, calibration_batch,
                                    calibration_method, seed, ranges_file, progress, percentile,
                                    (image_size, mean, std))
-        options = Options(dict(input_ranges or {}), dict(input_shapes or {}), inputs, outputs, tuple(dump_after),
-                          dump_to, default_ranges, allow_float, check_each_pass, calibration)
+        options = Options(input_ranges=dict(input_ranges or {}), input_shapes=dict(input_shapes or {}),
+                          inputs=inputs, outputs=outputs, dump_after=tuple(dump_after), dump_to=dump_to,
+                          default_ranges=default_ranges, allow_float=allow_float,
+                          check_each_pass=check_each_pass, calibration=calibration)
         graph, ctx = run(graph, options)
         graph.metadata[METADATA_NAME] = encode(ctx.requant)
         return Result(write_model(graph, description=_description()), graph, list(ctx.notes))

@@ -286,7 +286,8 @@ def _convert_job(job: Job, check: bool) -> dict:
         from qconvert.converter import api
         from qconvert.io import write_atomic
 
-        result = api.convert_graph(job.model, job.input_ranges, job.input_shapes, job.inputs, job.outputs,
+        result = api.convert_graph(job.model, input_ranges=job.input_ranges, input_shapes=job.input_shapes,
+                                   inputs=job.inputs, outputs=job.outputs,
                                    **job.calibration)
         seconds = time.perf_counter() - t0
         rec = build_record(job.model, job.output, result.model, result.notes, seconds=seconds)
