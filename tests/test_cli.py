@@ -162,7 +162,8 @@ with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.St
 print(json.dumps({"code": code, "modules": sorted(sys.modules)}))
 """
 
-_STAGES = ("qconvert.converter.pipeline", "qconvert.frontend.importer", "qconvert.frontend.graphdef",
+_STAGES = ("qconvert.converter.pipeline", "qconvert.frontend.importer", "qconvert.frontend.graphdef", "qconvert.fold",
+           "qconvert.calibration.calibrate", "qconvert.calibration.executor",
            "qconvert.legalize", "qconvert.prepare", "qconvert.quantize_pass")
 
 

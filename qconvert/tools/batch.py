@@ -14,9 +14,19 @@ import os
 import re
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
+
+import tomllib
+
+from qconvert import __version__
+from qconvert.args import parse_range
+from qconvert.converter import api
+from qconvert.errors import ConversionError, UsageError
+from qconvert.io import write_atomic
+from qconvert.schema.reader import read_model
 
 REPORT_SCHEMA_VERSION = 1
 # Calibration of float graphs (see ``qconvert convert --help``); paths relative to the manifest.
@@ -28,7 +38,6 @@ _NODE_RE = re.compile(r"node '([^']+)'")
 
 
 def _usage(message: str) -> Exception:
-    from qconvert.errors import UsageError
 
     return UsageError(message)
 
@@ -53,7 +62,6 @@ class Job:
 # ---------------------------------------------------------------- manifest and model list
 
 def _parse_range(text: str, where: str) -> tuple[str | None, tuple[float, float]]:
-    from qconvert.args import parse_range
 
     try:
         return parse_range(text)
@@ -130,7 +138,6 @@ def _settings(table: dict, base: Path, where: str) -> dict:
 
 def load_manifest(path: str | os.PathLike) -> tuple[dict, dict[str, dict]]:
     """(defaults, {resolved model path: settings}); UsageError on any problem."""
-    import tomllib
 
     path = Path(path)
     try:
@@ -232,14 +239,11 @@ def build_record(model: str, output: str, data: bytes | None = None, notes: Sequ
                            "float_ops": 0, "bytes": None, "sha256": None, "seconds": round(seconds, 3),
                            "notes": list(notes)}
     if error is not None:
-        from qconvert.errors import ConversionError, UsageError
-
         msg = str(error) if isinstance(error, (str, ConversionError, UsageError)) else f"{type(error).__name__}: {error}"
         rec["error"] = msg
         m = _NODE_RE.search(msg)
         rec["node"] = m.group(1) if m else None
         return rec
-    from qconvert.schema.reader import read_model
 
     info = read_model(data)
     hist: dict[str, int] = {}
@@ -255,7 +259,6 @@ def build_record(model: str, output: str, data: bytes | None = None, notes: Sequ
 
 
 def report_document(records: list[dict]) -> dict:
-    from qconvert import __version__
 
     ok = sum(r["status"] == "ok" for r in records)
     return {"schema_version": REPORT_SCHEMA_VERSION, "qconvert_version": __version__, "models": records,
@@ -268,8 +271,6 @@ def write_report(target: str, records: list[dict]) -> None:
         sys.stdout.write(text)
         sys.stdout.flush()
     else:
-        from qconvert.io import write_atomic
-
         write_atomic(target, text.encode("utf-8"))
 
 
@@ -283,9 +284,6 @@ def _convert_job(job: Job, check: bool) -> dict:
     """
     t0 = time.perf_counter()
     try:
-        from qconvert.converter import api
-        from qconvert.io import write_atomic
-
         result = api.convert_graph(job.model, input_ranges=job.input_ranges, input_shapes=job.input_shapes,
                                    inputs=job.inputs, outputs=job.outputs,
                                    **job.calibration)
@@ -336,7 +334,6 @@ def run_jobs(jobs: list[Job], n_jobs: int | None = None, check: bool = False,
             if progress:
                 progress(job, records[i])
         return records  # type: ignore[return-value]
-    from concurrent.futures import ProcessPoolExecutor, as_completed
 
     with ProcessPoolExecutor(max_workers=n_jobs) as pool:
         futures = {pool.submit(_convert_job, job, check): i for i, job in enumerate(jobs)}

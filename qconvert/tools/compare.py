@@ -26,6 +26,7 @@ from); model inputs and outputs by position. Per mapped tensor:
 
 from __future__ import annotations
 
+import io
 import math
 import os
 from dataclasses import dataclass, field
@@ -34,9 +35,22 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from qconvert.errors import ConversionError
+from qconvert.calibration import executor
+from qconvert.calibration.calibrate import Calibration
+from qconvert.calibration.data import as_samples, load_samples
+from qconvert.converter.pipeline import Options, run
+from qconvert.errors import ConversionError, RunError
+from qconvert.frontend.graphdef import parse_graphdef, read_graphdef
+from qconvert.frontend.importer import import_graph
+from qconvert.frontend.tf_frozen import freeze, is_tf_model
+from qconvert.io import write_atomic
 from qconvert.ir import Graph
 from qconvert.ir.qdq import is_dequantize, is_quantize
+from qconvert.runtime.interpreter import quantize_float
+from qconvert.schema.litert import interpreter
+from qconvert.schema.reader import read_model as read_tflite
+from qconvert.tools.run import read_model as read_integer_model
+from qconvert.tools.text import table as text_table
 
 
 @dataclass
@@ -123,9 +137,6 @@ def float_graph(nodes: Sequence[Any], inputs: Sequence[str] | None, outputs: Seq
                 input_shapes: Mapping[str, Sequence[int]] | None) -> Graph:
     """A GraphDef's nodes taken through qconvert's passes up to (not including) quantization
     parameters: the float model whose tensors the int8 model quantizes."""
-    from qconvert.calibration.calibrate import Calibration
-    from qconvert.converter.pipeline import Options, run
-    from qconvert.frontend.importer import import_graph
 
     graph = import_graph(nodes, inputs, outputs, input_shapes)
     options = Options(input_shapes=dict(input_shapes or {}), inputs=inputs, outputs=outputs,
@@ -164,14 +175,10 @@ class _LiteRTModel:
     engine = "LiteRT built-in kernels"
 
     def __init__(self, data: bytes) -> None:
-        from qconvert.runtime.interpreter import RunError
-        from qconvert.schema.reader import read_model
-
         try:
-            self.model = read_model(data)
+            self.model = read_tflite(data)
         except ValueError as exc:
             raise RunError(str(exc)) from None
-        from qconvert.schema.litert import interpreter
 
         try:
             self._it = interpreter(data)
@@ -182,8 +189,6 @@ class _LiteRTModel:
         self.output_names = [self.tensors[i].name for i in self.model.outputs]
 
     def run(self, feeds: Mapping[str, np.ndarray], trace: bool, quantize_inputs: bool) -> Any:
-        from qconvert.runtime.interpreter import quantize_float
-
         for i, name in zip(self.model.inputs, self.input_names):
             t, x = self.tensors[i], np.asarray(feeds[name])
             if t.dtype == "int8" and x.dtype.kind == "f":
@@ -202,11 +207,9 @@ class _LiteRTModel:
 
 def _int8_model(path: str | os.PathLike) -> tuple[Any, str]:
     """qconvert's integer executor when it takes the file, else LiteRT (and why)."""
-    from qconvert.runtime.interpreter import RunError
-    from qconvert.tools.run import read_model
 
     try:
-        model = read_model(path)
+        model = read_integer_model(path)
         return model, "integer executor"
     except RunError as exc:
         data = Path(path).read_bytes() if Path(path).is_file() else None
@@ -257,11 +260,6 @@ def compare(pb: str | os.PathLike, tflite: str | os.PathLike, data: str | os.Pat
             samples: int | None = None, seed: int = 0, fake_quant: bool = False,
             inputs: Sequence[str] | None = None, outputs: Sequence[str] | None = None,
             input_shapes: Mapping[str, Sequence[int]] | None = None) -> Report:
-    from qconvert.calibration import executor
-    from qconvert.calibration.data import as_samples, load_samples
-    from qconvert.frontend.graphdef import parse_graphdef, read_graphdef
-    from qconvert.frontend.tf_frozen import freeze, is_tf_model
-
     model, engine = _int8_model(tflite)
     tensors = model.tensors
     if is_tf_model(pb):  # a SavedModel directory or Keras file, frozen as `convert` freezes it
@@ -356,7 +354,6 @@ def _float_op(graph: Graph, name: str, tflite_of: Mapping[str, str],
               deq: Mapping[str, np.ndarray]) -> np.ndarray | None:
     """The float op that produces ``name``, run on the dequantized int8 values its int8
     twin read (constants as float): what the op alone should have given."""
-    from qconvert.calibration import executor
 
     node = graph.producer(name)
     if node is None:
@@ -393,7 +390,6 @@ def _num(v: Any, fmt: str) -> str:
 
 
 def render_text(report: Report, worst: int | None = None) -> str:
-    from qconvert.tools.text import table as text_table
 
     doc = report.as_dict()
     bad = {r.tensor for r in report.worst(worst)}
@@ -450,9 +446,7 @@ def plot(report: Report, path: str | os.PathLike, worst: int | None = None) -> N
     ax.set_ylim(0, max([*e2e, *local, 10.0]) * 1.1)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.tight_layout()
-    import io
 
-    from qconvert.io import write_atomic
 
     buf = io.BytesIO()
     fig.savefig(buf, format="png")

@@ -75,6 +75,8 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import numpy as np
+
 from qconvert.errors import ConversionError, UsageError
 from qconvert.io import read_bytes
 from qconvert.ops import requant
@@ -333,7 +335,6 @@ def _find_tensor(model: Any, key: str) -> tuple[int, int]:
 
 
 def _tensor_values(model: Any, key: str) -> dict[str, Any]:
-    import numpy as np
 
     s, i = _find_tensor(model, key)
     t = model.subgraphs[s].tensors[i]
@@ -373,7 +374,6 @@ def _tensor_values(model: Any, key: str) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------
 # Text
-
 
 
 def _shape(shape: Sequence[int]) -> str:

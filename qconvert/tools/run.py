@@ -15,7 +15,10 @@ from pathlib import Path
 
 import numpy as np
 
+from qconvert.calibration.data import load_arrays
+from qconvert.io import write_atomic
 from qconvert.runtime.interpreter import IntegerModel, RunError
+from qconvert.tools.text import table as text_table
 
 
 def read_model(path: str | os.PathLike, integer_fully_connected: bool = False) -> IntegerModel:
@@ -29,7 +32,6 @@ def read_model(path: str | os.PathLike, integer_fully_connected: bool = False) -
 def read_inputs(path: str | os.PathLike, model: IntegerModel) -> tuple[dict[str, np.ndarray], str]:
     """(name → [N, *shape] arrays, layout): "single" (one sample as the input's shape),
     "stacked" ([N, *shape]) or "batch" (N on a batch-1 input's batch axis)."""
-    from qconvert.calibration.data import load_arrays
 
     data = load_arrays(path, "input data")
     names = model.input_names
@@ -104,8 +106,6 @@ def _summary(name: str, v: np.ndarray) -> list[str]:
 
 def run_command(model_path: str, input_path: str, output: str | None, trace: bool,
                 quantize_inputs: bool, integer_fully_connected: bool = False) -> str:
-    from qconvert.tools.text import table as text_table
-
     model = read_model(model_path, integer_fully_connected)
     feeds, layout = read_inputs(input_path, model)
     outputs, traced = run_samples(model, feeds, trace=trace, quantize_inputs=quantize_inputs)
@@ -128,8 +128,6 @@ def run_command(model_path: str, input_path: str, output: str | None, trace: boo
         if v.size <= 32:
             lines.append(f"{name} = {np.array2string(v, separator=', ', max_line_width=100)}")
     if output:
-        from qconvert.io import write_atomic
-
         buf = io.BytesIO()
         arrays = {**traced, **outputs}
         np.savez(buf, **arrays)
