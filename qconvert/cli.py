@@ -352,6 +352,10 @@ def _guard(work, debug: bool) -> None:
             traceback.print_exc()
         click.echo(f"qconvert: error: {exc}", err=True)
         sys.exit(1)
+    except BrokenPipeError:  # the reader went away (`qconvert dump m.tflite | head`): stop quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        sys.exit(1)
     except (KeyboardInterrupt, click.exceptions.Exit, SystemExit):
         raise
     except Exception as exc:  # noqa: BLE001 - the last line of defence: one line, exit 1

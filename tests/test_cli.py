@@ -218,3 +218,15 @@ def test_run_and_compare_import_no_tensorflow_and_no_stages(tmp_path: Path) -> N
     modules = _modules_after(["compare", str(EXAMPLE), str(out), "--data", str(tmp_path / "f.npy")])
     assert "qconvert.tools.compare" in modules
     assert _loaded(modules, ("tensorflow", "tf_keras", "matplotlib", "qconvert.tools.batch")) == []
+
+
+def test_a_reader_that_goes_away_is_not_an_error_line(tmp_path: Path) -> None:
+    """`qconvert ... --dump-after fold | head -1`: the pipe closes early; no 'internal error'."""
+    proc = subprocess.Popen([sys.executable, "-m", "qconvert", str(EXAMPLE), "--inputs-range", "input=-1,1",
+                             "--dump-after", "fold", "--dump-after", "quantize", "-o", str(tmp_path / "m.tflite")],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout.readline().startswith(b"// IR after stage 'fold'")
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    proc.wait(timeout=60)
+    assert "internal error" not in err and "Traceback" not in err, err

@@ -119,9 +119,12 @@ def run(graph: Graph, options: Options, stop_before: str | None = None) -> tuple
     for stage in STAGES:
         if stage.name == stop_before:
             break
+        changed = False
         for p in stage.passes:
-            p(graph, ctx)
-            if each_pass or p is stage.passes[-1]:
+            changed_now = p(graph, ctx)
+            changed = changed or changed_now
+            # invariants: after every pass that changed the graph (each_pass), else once per stage
+            if (each_pass and changed_now) or (p is stage.passes[-1] and changed):
                 try:
                     check_invariants(graph)
                 except ConversionError as exc:

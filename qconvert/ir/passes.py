@@ -34,6 +34,9 @@ class Origin(enum.Enum):
     PROPAGATED = "propagated"
     REQUANTIZE = "requant"
 
+    def __repr__(self) -> str:  # as Graph.dump shows it
+        return f"Origin.{self.name}"
+
     @property
     def immutable(self) -> bool:
         return self not in (Origin.DEFAULT_RANGE, Origin.PROPAGATED, Origin.REQUANTIZE)

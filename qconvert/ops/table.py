@@ -144,9 +144,10 @@ def requant(op: str, inputs: Sequence[Operand | None], output: Operand, options:
                    wide=parts.get("wide"))
 
 
-def int8_version(op: str, inputs: Sequence[Operand | None], output: Operand) -> int:
-    """The version TensorFlow writes for the int8 form of ``op`` (1 for an op not in the table)."""
+def int8_version(op: str, operands: Callable[[], tuple[Sequence[Operand | None], Operand]]) -> int:
+    """The version TensorFlow writes for the int8 form of ``op`` (1 for an op not in the table).
+    ``operands()`` gives (inputs, output), asked for only when the version depends on the scales."""
     r_ = TABLE.get(op)
     if r_ is None:
         return 1
-    return r_.version(r_, inputs, output) if r_.version is not None else r_.int8_version
+    return r_.version(r_, *operands()) if r_.version is not None else r_.int8_version

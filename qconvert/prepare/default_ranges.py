@@ -42,5 +42,5 @@ def apply_default_ranges(graph: Graph, ctx: Context) -> bool:
         ctx.note(
             f"--default-ranges {default[0]:g},{default[1]:g} used for {len(filled)} tensor(s) with no range: {shown}"
         )
-    propagate_quant_params(graph, ctx)
-    return bool(filled)
+    propagated = propagate_quant_params(graph, ctx)  # biases of the newly ranged inputs, same-scale ops
+    return bool(filled) or propagated
