@@ -6,7 +6,6 @@ May import: ``qconvert.errors``."""
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
 from qconvert.errors import ConversionError
@@ -33,6 +32,7 @@ def read_bytes(path: str | os.PathLike[str], kind: str) -> bytes:
 
 def write_atomic(path: str | os.PathLike, data: bytes) -> None:
     """Write ``data`` to ``path`` via a temporary file and a rename: never a partial file."""
+    import tempfile  # here, not at the top: ~10 ms (random, hashlib) that `dump` and `run` never need
     target = Path(path)
     folder = target.parent if str(target.parent) else Path(".")
     if not folder.is_dir():

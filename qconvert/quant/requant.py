@@ -55,10 +55,9 @@ class Requant:
     def fields(self) -> dict[str, object]:
         """The parts that a recomputation can check (everything but where the record sits)."""
         return {"per_channel": bool(self.per_channel), "act_min": int(self.act_min), "act_max": int(self.act_max),
-                "left_shift": int(self.left_shift), "multipliers": [int(p[0]) for p in self.pairs],
-                "shifts": [int(p[1]) for p in self.pairs], "table": self.table, "wide": self.wide}
+                "left_shift": int(self.left_shift), "multipliers": [int(m) for m, _ in self.pairs],
+                "shifts": [int(s) for _, s in self.pairs], "table": self.table, "wide": self.wide}
 
 
 def operand(name: str, scale: Sequence[float], zero_point: Sequence[int], shape: Sequence[int]) -> Operand:
-    return Operand(name, tuple(float(s) for s in scale), tuple(int(z) for z in zero_point),
-                   tuple(int(d) for d in shape))
+    return Operand(name, tuple(map(float, scale)), tuple(map(int, zero_point)), tuple(map(int, shape)))
