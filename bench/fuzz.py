@@ -1,6 +1,9 @@
 """Fuzz qconvert with mutated .pb and .tflite files, in process.
 
-    python bench/fuzz.py --count 20000 --seed 0 [--kind pb|tflite|both]
+    python bench/fuzz.py --count 20000 --seed 0 [--kind pb|tflite|both] [--real]
+
+``--real`` also mutates every .tflite under ../shared/realmodels/ (files written by other
+people's converters: TOCO, the MLIR converter, Vela; custom ops, uint8, options as lists).
 
 Every input must end with exit code 0, 1 or 2, without "internal error" or
 "Traceback" on stderr, within --timeout seconds. Prints counts per exit code,
@@ -30,6 +33,21 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 EXAMPLE = ROOT / "models" / "example_qat.pb"
+REALMODELS = ROOT.parent / "shared" / "realmodels"
+
+
+def real_tflite_seeds(root: Path = REALMODELS) -> list[tuple[str, bytes]]:
+    """(name, bytes) of every .tflite under ``root`` (none when it is absent), sorted by name."""
+    if not root.is_dir():
+        return []
+    return [(str(p.relative_to(root)), p.read_bytes()) for p in sorted(root.rglob("*.tflite"))]
+
+
+def seeded_mutations(seeds: list[tuple[str, bytes]], per_seed: int, seed: int) -> Iterator[tuple[str, bytes]]:
+    """``per_seed`` mutations of each seed, labelled with the seed's name."""
+    for k, (name, data) in enumerate(seeds):
+        for kind, mutated in mutations(data, per_seed, seed + k):
+            yield f"{name}:{kind}", mutated
 
 
 # ---------------------------------------------------------------------------
@@ -241,6 +259,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--base", choices=("example", "tiny"), default="example", help=".pb to mutate")
     ap.add_argument("--timeout", type=float, default=10.0, help="per-input limit, seconds")
     ap.add_argument("--save-dir", type=Path, default=None, help="save failing inputs here")
+    ap.add_argument("--real", action="store_true", help="also mutate the .tflite files under ../shared/realmodels")
     args = ap.parse_args(argv)
 
     from qconvert import api
@@ -264,6 +283,14 @@ def main(argv: list[str] | None = None) -> int:
             stats = fuzz_tflite(crafted_tflite(tfl), work, args.timeout)
             _report(".tflite crafted", stats, args.save_dir, ".tflite")
             failed += len(stats.failures)
+            seeds = real_tflite_seeds() if args.real else []
+            if seeds:
+                t0 = time.perf_counter()
+                per_seed = max(1, args.count // len(seeds))
+                stats = fuzz_tflite(seeded_mutations(seeds, per_seed, args.seed), work, args.timeout)
+                _report(f".tflite real files x{per_seed} ({time.perf_counter() - t0:.1f} s)", stats, args.save_dir,
+                        ".tflite")
+                failed += len(stats.failures)
     rss1 = max_rss_mb()
     print(f"max RSS {rss1:.0f} MB (start {rss0:.0f} MB, growth {rss1 - rss0:+.0f} MB)")
     return 1 if failed else 0

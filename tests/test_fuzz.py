@@ -96,6 +96,30 @@ def test_mutated_tflite_dump_no_internal_error(tflite_stats) -> None:
     assert not _internal_errors(stats), _internal_errors(stats)
 
 
+REAL_PER_SEED = 12
+
+
+@pytest.fixture(scope="module")
+def real_stats(tmp_path_factory) -> tuple[fuzz.Stats, float]:
+    seeds = fuzz.real_tflite_seeds()
+    if not seeds:
+        pytest.skip(f"{fuzz.REALMODELS} is absent (real third-party files; see its README)")
+    rss0 = _rss_mb()
+    work = tmp_path_factory.mktemp("fuzz_real")
+    originals = fuzz.fuzz_tflite(iter([(f"{name}:original", data) for name, data in seeds]), work, TIMEOUT)
+    stats = fuzz.fuzz_tflite(fuzz.seeded_mutations(seeds, REAL_PER_SEED, SEED), work, TIMEOUT)
+    stats.codes.update(originals.codes)
+    stats.failures += originals.failures
+    return stats, _rss_mb() - rss0
+
+
+def test_real_files_and_their_mutations_dump_contract(real_stats) -> None:
+    """Every .tflite in ../shared/realmodels, and 12 mutations of each, dump or fail in one line."""
+    stats, growth = real_stats
+    _contract(stats, growth)
+    assert not _internal_errors(stats), _internal_errors(stats)
+
+
 def test_tiny_graph_converts_and_survives_mutation(tmp_path: Path) -> None:
     """The hand-built Placeholder -> FakeQuant -> Relu -> FakeQuant graph converts; its mutations obey the contract."""
     base = fuzz.tiny_graphdef()

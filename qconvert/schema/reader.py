@@ -58,6 +58,7 @@ class OpInfo:
     options: dict[str, Any] = field(default_factory=dict)
     options_type: str = "NONE"  # the union member, e.g. "Conv2DOptions"
     custom_code: str | None = None
+    custom_options: bytes | None = None  # a custom op's options, as stored (flexbuffer or anything)
 
 
 @dataclass
@@ -111,15 +112,22 @@ def _ints(values: Any) -> list[int]:
     return [] if values is None else [int(v) for v in values]
 
 
+def _option_value(key: str, value: Any) -> Any:
+    """An option field as plain data: arrays and vectors as lists, nested tables as dicts,
+    enum fields by name."""
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, (bytes, bytearray)):
+        return _text(bytes(value))
+    if isinstance(value, (list, tuple)):
+        return [_option_value(key, v) for v in value]
+    if hasattr(value, "__dict__") and not isinstance(value, type):
+        return _options_dict(value)
+    return enum_name(key, value)
+
+
 def _options_dict(options: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in vars(options).items():
-        if isinstance(value, np.ndarray):
-            value = value.tolist()
-        elif isinstance(value, bytes):
-            value = _text(value)
-        out[camel_to_snake(key)] = enum_name(key, value)
-    return out
+    return {camel_to_snake(key): _option_value(key, value) for key, value in vars(options).items()}
 
 
 def _union_member(union: type, code: int) -> str:
@@ -157,6 +165,8 @@ def _convert(model: Any, data: bytes) -> ModelInfo:
     buffers = model.buffers or []
 
     def buffer_bytes(index: int) -> bytes | None:
+        if index == 0 and not buffers:  # buffer 0 is the empty sentinel; a file may omit it (LiteRT loads it)
+            return None
         if not 0 <= index < len(buffers):
             raise _fail(f"buffer index {index} out of range ({len(buffers)} buffers)")
         buf = buffers[index]
@@ -233,6 +243,7 @@ def _convert(model: Any, data: bytes) -> ModelInfo:
                     options=options,
                     options_type=options_type,
                     custom_code=oc.custom_code,
+                    custom_options=None if op.customOptions is None else np.asarray(op.customOptions, np.uint8).tobytes(),
                 )
             )
         subgraphs.append(

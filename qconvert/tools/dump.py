@@ -193,8 +193,25 @@ def _tensor_entry(i: int, t: Any) -> dict[str, Any]:
     if t.scale:
         scales = list(t.scale) if all(map(math.isfinite, t.scale)) else [_finite(s) for s in t.scale]
         entry["quantization"] = {"scale": scales, "zero_point": list(t.zero_point),
-                                 "quantized_dimension": int(t.quantized_dimension)}
+                                 "quantized_dimension": int(t.quantized_dimension),
+                                 "problems": quantization_problems(t)}
     return entry
+
+
+def quantization_problems(t: Any) -> list[str]:
+    """What LiteRT's model loader rejects in a tensor's quantization (measured with ai-edge-litert
+    2.3: "quantized_dimension must be in range [0, rank)", and per-axis scales that do not
+    match the dimension). TFLite Micro does not check these."""
+    problems = []
+    rank, dim, n = len(t.shape), int(t.quantized_dimension), len(t.scale)
+    if rank and not 0 <= dim < rank:
+        problems.append(f"quantized_dimension {dim} is outside the tensor's {rank} dimension(s): LiteRT rejects "
+                        f"the file ({'per-tensor' if n == 1 else f'{n} scales'})")
+    elif n > 1 and rank and t.shape[dim] != n:
+        problems.append(f"{n} scales along dimension {dim} of size {t.shape[dim]}: LiteRT rejects the file")
+    if t.zero_point and len(t.zero_point) != n:
+        problems.append(f"{len(t.zero_point)} zero points for {n} scales")
+    return problems
 
 
 def _jsonable(value: Any) -> Any:
@@ -258,12 +275,15 @@ def describe(path: str | os.PathLike, sections: Iterable[str] | None = None,
     seen_buffers: set[int] = set()
     float_ops: list[dict[str, Any]] = []
     flagged = len(requant_problems)
+    bad_quant: list[dict[str, Any]] = []
     n_ops = n_tensors = 0
     subgraphs = []
     for s, sg in enumerate(model.subgraphs):
         n_ops += len(sg.operators)
         n_tensors += len(sg.tensors)
-        for t in sg.tensors:
+        for k, t in enumerate(sg.tensors):
+            if t.scale and quantization_problems(t):
+                bad_quant.append({"subgraph": s, "index": k, "name": t.name, "problems": quantization_problems(t)})
             if t.data is not None and t.buffer not in seen_buffers:
                 seen_buffers.add(t.buffer)
                 by_dtype[t.dtype] += len(t.data)
@@ -281,6 +301,7 @@ def describe(path: str | os.PathLike, sections: Iterable[str] | None = None,
                 ops.append({"index": i, "op": name, "custom_code": op.custom_code, "version": op.version,
                             "inputs": list(op.inputs), "outputs": list(op.outputs),
                             "options_type": op.options_type, "options": _jsonable(op.options),
+                            "custom_options": op.custom_options.hex() if op.custom_options is not None else None,
                             "requant": requant,
                             "requant_ok": None if requant is None else not requant["problems"]})
         if "ops" in selected or "tensors" in selected:
@@ -303,6 +324,7 @@ def describe(path: str | os.PathLike, sections: Iterable[str] | None = None,
             "float32_buffer_bytes": by_dtype.get("float32", 0),
             "float_ops": len(float_ops), "float_op_list": float_ops,
             "requant_records": len(records), "requant_flagged": flagged,
+            "quantization_problems": len(bad_quant), "quantization_problem_list": bad_quant,
         }
         doc["requant_problems"] = requant_problems
     if tensor is not None:
@@ -384,13 +406,15 @@ def _quant_text(q: dict[str, Any] | None) -> str:
     if not q:
         return ""
     s, z = q["scale"], q["zero_point"]
+    flags = "".join(f"  !! {p}" for p in q.get("problems") or [])
     if len(s) == 1:
         scale = "non-finite" if s[0] is None else f"{s[0]:.6g}"
-        return f"scale={scale} zp={z[0] if z else 0}"
+        dim = f" dim={q['quantized_dimension']}" if q["quantized_dimension"] else ""
+        return f"scale={scale} zp={z[0] if z else 0}{dim}{flags}"
     finite = [v for v in s if v is not None] or [0.0]
     zs = sorted(set(z))
     zp = "zp=none" if not zs else f"zp={zs[0]}" if len(zs) == 1 else f"zp={zs[0]}..{zs[-1]}"
-    return f"{len(s)} scales {min(finite):.4g}..{max(finite):.4g} {zp} dim={q['quantized_dimension']}"
+    return f"{len(s)} scales {min(finite):.4g}..{max(finite):.4g} {zp} dim={q['quantized_dimension']}{flags}"
 
 
 def _bytes(n: int) -> str:
@@ -411,10 +435,27 @@ def _options_text(options: dict[str, Any]) -> str:
             opts[pair] = f"{opts.pop(h)}x{opts.pop(w)}"
     parts = []
     for k, v in opts.items():
-        if v is None or v == [] or (k, v) in _HIDE:
+        if v is None or v == [] or v == {} or (isinstance(v, (str, int, float, bool)) and (k, v) in _HIDE):
             continue
-        parts.append(f"{_ABBREV.get(k, k)}={v}")
+        parts.append(f"{_ABBREV.get(k, k)}={_value_text(v)}")
     return " ".join(parts)
+
+
+def _value_text(v: Any, limit: int = 8) -> str:
+    """An option value of any shape, compactly: lists as [a,b,...], tables as {k=v}."""
+    if isinstance(v, dict):
+        return "{" + " ".join(f"{k}={_value_text(x, limit)}" for k, x in v.items() if x not in (None, [], {})) + "}"
+    if isinstance(v, (list, tuple)):
+        shown = ",".join(_value_text(x, limit) for x in v[:limit])
+        return f"[{shown}{',...' if len(v) > limit else ''}]" + (f"({len(v)})" if len(v) > limit else "")
+    return str(v)
+
+
+def _custom_text(hexed: str | None) -> str:
+    if hexed is None:
+        return ""
+    n = len(hexed) // 2
+    return f"custom_options={n}B:{hexed[:32]}{'...' if n > 16 else ''}"
 
 
 def _pairs_text(mults: list[int], shifts: list[int]) -> str:
@@ -485,7 +526,7 @@ def render_text(doc: dict[str, Any]) -> str:
                 ins = ",".join(str(k) if k >= 0 else "-" for k in op["inputs"])
                 outs = ",".join(str(k) for k in op["outputs"])
                 rows.append([str(op["index"]), name, f"v{op['version']}", f"{ins} -> {outs}",
-                             _options_text(op["options"])])
+                             " ".join(x for x in (_options_text(op["options"]), _custom_text(op["custom_options"])) if x)])
                 if op["requant"] is not None:
                     extra[len(rows) - 1] = _requant_text(op["requant"])
             if rows:
@@ -518,6 +559,10 @@ def render_text(doc: dict[str, Any]) -> str:
         if t["requant_records"] or doc["requant_problems"]:
             flag = f"  {_MISMATCH}" if t["requant_flagged"] else ""
             rows.append(["requant", f"{t['requant_records']} records, {t['requant_flagged']} flagged{flag}"])
+        if t.get("quantization_problems"):
+            first = t["quantization_problem_list"][0]
+            rows.append(["quantization", f"!! {t['quantization_problems']} tensor(s) LiteRT rejects, e.g. "
+                                         f"{first['index']} '{first['name']}': {first['problems'][0]}"])
         lines.append("totals")
         lines += text_table(rows)
         lines += [f"  !! {p}" for p in doc["requant_problems"]]
