@@ -1,6 +1,8 @@
 """GraphDef nodes → IR graph with TensorFlow op names and static shapes.
 
-The importer cuts the graph down to what the requested outputs need, resolves
+The importer cuts the graph down to what the requested outputs need, starting at the
+requested inputs (Placeholders, or any tensor ``node`` / ``node:k``: the graph is cut there and
+the producer side dropped, as TensorFlow's ``input_arrays`` does), resolves
 Identity-like aliases (Identity, StopGradient, Snapshot), turns Const nodes into
 constant tensors and Placeholders into graph inputs, and infers every output
 shape with the op table's shape functions. It never imports TensorFlow.
@@ -15,8 +17,12 @@ import numpy as np
 from qconvert.errors import ConversionError, UsageError
 from qconvert.frontend.const_eval import CONST_EVAL, CONST_ONLY, evaluate, shape_of
 from qconvert.frontend.graphdef import RawNode
-from qconvert.frontend.tf_ops import STRUCTURAL, TF_OPS, supported_ops
+from qconvert.frontend.tf_ops import SHAPE_FROM_CONSTANTS, SHAPE_ONLY, STRUCTURAL, TF_OPS, supported_ops
 from qconvert.ir import Graph, Node, Tensor
+
+# TF1 control flow (tf.while_loop): no TFLite builtin takes it; TensorFlow refuses it too.
+_CONTROL_FLOW = {"Enter", "Exit", "LoopCond", "Merge", "NextIteration", "Switch", "TensorArrayV3",
+                 "TensorArrayReadV3", "TensorArrayWriteV3", "TensorArrayScatterV3", "TensorArrayGatherV3"}
 
 # Ops that are never graph outputs when outputs are auto-detected.
 _NOT_SINKS = {"Const", "NoOp", "Placeholder", "Assert", "SaveV2", "RestoreV2", "VarHandleOp"}
@@ -58,6 +64,7 @@ def import_graph(
         by_name[n.name] = n
 
     placeholders = [n.name for n in nodes if n.op == "Placeholder"]
+    cut: dict[str, str] = {}  # a tensor the user cuts the graph at (not a Placeholder) -> its input name
     if outputs:
         for o in outputs:
             if _node_of(o) not in by_name:
@@ -72,25 +79,26 @@ def import_graph(
             raise ConversionError("the graph has no output node; name one with --outputs")
     if inputs:
         for i in inputs:
-            if i not in by_name:
+            if _node_of(i) not in by_name:
                 raise UsageError(
                     f"--inputs names '{i}', which is not a node of the graph; placeholders are: "
-                    f"{', '.join(placeholders) or '(none)'}"
+                    f"{', '.join(placeholders) or '(none)'} (any tensor can be an input: NODE or NODE:K)"
                 )
-            if by_name[i].op != "Placeholder":
-                raise UsageError(f"--inputs names '{i}', a {by_name[i].op} node; inputs must be Placeholders")
+            if by_name[_node_of(i)].op != "Placeholder" or i != _node_of(i):
+                cut[tensor_name(i)] = tensor_name(i)
+    known_inputs = set(placeholders) | set(cut)
     for name in input_shapes or {}:
-        if name not in by_name or by_name[name].op != "Placeholder":
+        if tensor_name(name) not in known_inputs:
             raise UsageError(
-                f"--input-shapes names '{name}', which is not a placeholder; placeholders are: "
+                f"--input-shapes names '{name}', which is not an input; placeholders are: "
                 f"{', '.join(placeholders) or '(none)'}"
             )
 
-    # Walk back from the outputs: only what they need is converted.
+    # Walk back from the outputs: only what they need is converted; a cut tensor stops the walk.
     needed: list[str] = []
     seen: set[str] = set()
-    stack = [_node_of(o) for o in out_refs]
-    input_set = set(inputs or [])
+    stack = [_node_of(o) for o in out_refs if tensor_name(o) not in cut]
+    input_set = {i for i in inputs or [] if tensor_name(i) not in cut}
     while stack:
         name = stack.pop()
         if name in seen:
@@ -101,7 +109,7 @@ def import_graph(
         if name in input_set:
             continue
         for ref in node.inputs:
-            if ref.startswith("^"):
+            if ref.startswith("^") or tensor_name(ref) in cut:
                 continue
             src = _node_of(ref)
             if src not in by_name:
@@ -109,6 +117,14 @@ def import_graph(
             stack.append(src)
 
     unknown = sorted({by_name[n].op for n in needed if by_name[n].op not in TF_OPS and by_name[n].op not in CONST_ONLY})
+    loop = sorted(set(unknown) & _CONTROL_FLOW)
+    if loop:
+        where = [n for n in needed if by_name[n].op in _CONTROL_FLOW]
+        raise ConversionError(
+            f"the graph has a TF1 while loop ({', '.join(loop)}; e.g. node '{where[0]}'): control flow cannot "
+            f"become an int8 TFLite graph, and TensorFlow's converter refuses it too; export the recurrent "
+            f"layer unrolled (Keras: unroll=True), or cut the graph before it with --outputs"
+        )
     if unknown:
         where = ", ".join(
             f"'{n}' ({by_name[n].op})" for n in needed if by_name[n].op in unknown
@@ -118,10 +134,15 @@ def import_graph(
             f"{_shorten(where)}; supported ops: {supported_ops()}"
         )
 
-    order = _topological(needed, by_name, input_set)
+    order = _topological(needed, by_name, input_set, set(cut))
     graph = Graph()
     alias: dict[str, str] = {}
-    shapes = {k: tuple(int(d) for d in v) for k, v in (input_shapes or {}).items()}
+    shapes = {tensor_name(k): tuple(int(d) for d in v) for k, v in (input_shapes or {}).items()}
+    for ref in inputs or []:
+        name = tensor_name(ref)
+        if name in cut and name not in graph.tensors:
+            graph.add_tensor(_cut_input(ref, by_name, shapes.get(name)))
+            graph.inputs.append(name)
 
     def resolve(ref: str) -> str:
         name = tensor_name(ref)
@@ -139,8 +160,9 @@ def import_graph(
             graph.add_tensor(Tensor(name, value.dtype.name, tuple(value.shape), value))
             continue
         if op == "Placeholder" or name in input_set:
-            graph.add_tensor(_placeholder(raw, shapes.get(name)))
-            graph.inputs.append(name)
+            if name not in graph.tensors:
+                graph.add_tensor(_placeholder(raw, shapes.get(name)))
+                graph.inputs.append(name)
             continue
         if op == "NoOp":
             continue
@@ -222,7 +244,8 @@ def _placeholder(raw: RawNode, override: tuple[int, ...] | None) -> Tensor:
     return Tensor(raw.name, "float32", tuple(dims))
 
 
-def _topological(needed: list[str], by_name: Mapping[str, RawNode], cut: set[str]) -> list[str]:
+def _topological(needed: list[str], by_name: Mapping[str, RawNode], cut: set[str],
+                 cut_tensors: set[str] = frozenset()) -> list[str]:  # type: ignore[assignment]
     """Depth-first post-order over data inputs; reports a cycle by node name."""
     state: dict[str, int] = {}
     order: list[str] = []
@@ -233,7 +256,8 @@ def _topological(needed: list[str], by_name: Mapping[str, RawNode], cut: set[str
         state[root] = 1
         while stack:
             name, i = stack[-1]
-            refs = [] if name in cut else [r for r in by_name[name].inputs if not r.startswith("^")]
+            refs = [] if name in cut else [r for r in by_name[name].inputs
+                                           if not r.startswith("^") and tensor_name(r) not in cut_tensors]
             if i < len(refs):
                 stack[-1] = (name, i + 1)
                 src = _node_of(refs[i])
@@ -248,3 +272,78 @@ def _topological(needed: list[str], by_name: Mapping[str, RawNode], cut: set[str
                 order.append(name)
                 stack.pop()
     return order
+
+
+def _cut_input(ref: str, by_name: Mapping[str, RawNode], override: tuple[int, ...] | None) -> Tensor:
+    """The graph input that replaces tensor ``ref`` (its producer side is dropped): float32,
+    with the shape given by --input-shapes, else inferred on the dropped side."""
+    name = tensor_name(ref)
+    raw = by_name[_node_of(ref)]
+    dtype = raw.attrs.get("T") or raw.attrs.get("dtype") or "float32"
+    if dtype != "float32":
+        raise ConversionError(f"--inputs {ref}: the tensor is {dtype}; only float32 inputs can be quantized")
+    shape = override if override is not None else infer_shape(ref, by_name)
+    if shape is None:
+        raise UsageError(f"--inputs {ref}: its shape cannot be inferred from the graph; pass --input-shapes {name}=D0,D1,...")
+    dims = list(shape)
+    if dims and dims[0] == -1:
+        dims[0] = 1  # unknown batch -> 1, as for a placeholder
+    if any(d <= 0 for d in dims) or int(np.prod(dims, dtype=np.int64)) > _MAX_ELEMENTS:
+        raise UsageError(f"--inputs {ref}: shape {list(shape)} is not static; pass --input-shapes {name}=D0,D1,...")
+    return Tensor(name, "float32", tuple(int(d) for d in dims))
+
+
+def infer_shape(ref: str, by_name: Mapping[str, RawNode]) -> tuple[int, ...] | None:
+    """The static shape of tensor ``ref``, from the nodes that produce it: the op table's shape
+    functions, the shape-only functions of ops qconvert does not convert (audio front ends),
+    ``_output_shapes`` where the exporter kept them. None when something is unknown."""
+    memo: dict[str, list[tuple[int, ...]] | None] = {}
+
+    def outputs_of(node: str, depth: int = 0) -> list[tuple[int, ...]] | None:
+        if node in memo:
+            return memo[node]
+        memo[node] = None  # a cycle or a deep chain gives up
+        raw = by_name.get(node)
+        if raw is None or depth > 500:
+            return None
+        shapes: list[tuple[int, ...]] | None = None
+        if isinstance(raw.attrs.get("_output_shapes"), list) and raw.attrs["_output_shapes"]:
+            listed = [tuple(int(d) for d in s) if s is not None else None for s in raw.attrs["_output_shapes"]]
+            if all(s is not None and all(d >= 0 for d in s) for s in listed):
+                shapes = listed  # type: ignore[assignment]
+        if shapes is None and raw.op == "Placeholder":
+            s = raw.attrs.get("shape")
+            shapes = [tuple(int(d) for d in s)] if s is not None else None
+        elif shapes is None and raw.op == "Const" and isinstance(raw.attrs.get("value"), np.ndarray):
+            shapes = [tuple(raw.attrs["value"].shape)]
+        elif shapes is None:
+            ins = []
+            consts = []
+            for r in raw.inputs:
+                if r.startswith("^") or _node_of(r) not in by_name:
+                    continue
+                src = outputs_of(_node_of(r), depth + 1)
+                k = int(r.rpartition(":")[2]) if ":" in r and r.rpartition(":")[2].isdigit() else 0
+                ins.append(src[k] if src is not None and k < len(src) else None)
+                v = by_name[_node_of(r)].attrs.get("value") if by_name[_node_of(r)].op == "Const" else None
+                consts.append(v)
+            if any(s is None for s in ins):
+                from_consts = SHAPE_FROM_CONSTANTS.get(raw.op)
+                shapes = from_consts(raw, consts) if from_consts is not None else None
+                memo[node] = shapes
+                return shapes
+            try:
+                if raw.op in SHAPE_ONLY:
+                    shapes = SHAPE_ONLY[raw.op](raw, ins)
+                elif raw.op in STRUCTURAL:
+                    shapes = [ins[0]]
+                elif raw.op in TF_OPS and TF_OPS[raw.op].shape is not None:
+                    shapes = [tuple(TF_OPS[raw.op].shape(raw, ins, consts))]
+            except (ConversionError, ValueError, IndexError, TypeError):
+                shapes = None
+        memo[node] = shapes
+        return shapes
+
+    out = outputs_of(_node_of(ref))
+    k = int(ref.rpartition(":")[2]) if ":" in ref and ref.rpartition(":")[2].isdigit() else 0
+    return out[k] if out is not None and k < len(out) else None

@@ -277,3 +277,51 @@ def supported_ops() -> str:
 
 
 # Ops computing constants only (shape arithmetic), folded while importing: see const_eval.py.
+
+
+# ---------------------------------------------------------------------------
+# Shapes of ops qconvert does not convert, so that a graph cut after them (--inputs Mfcc)
+# knows its input's shape: the audio front end of speech models. Each gives every output's
+# shape (TensorFlow's shape functions in core/ops/audio_ops.cc).
+
+
+def _decode_wav_shapes(node: Any, s: list[Shape]) -> list[Shape]:
+    samples, channels = int(_attr(node, "desired_samples", -1)), int(_attr(node, "desired_channels", -1))
+    if samples < 0 or channels < 0:
+        raise ConversionError(f"node '{node.name}' (DecodeWav): desired_samples/channels are not set")
+    return [(samples, channels), ()]
+
+
+def _audio_spectrogram_shapes(node: Any, s: list[Shape]) -> list[Shape]:
+    samples, channels = s[0]
+    window, stride = int(_attr(node, "window_size")), int(_attr(node, "stride"))
+    frames = 1 + (samples - window) // stride if samples >= window else 0
+    fft = 1 << max(0, (window - 1).bit_length())  # the next power of two >= window_size
+    return [(channels, frames, fft // 2 + 1)]
+
+
+def _mfcc_shapes(node: Any, s: list[Shape]) -> list[Shape]:
+    channels, frames, _ = s[0]
+    return [(channels, frames, int(_attr(node, "dct_coefficient_count", 13)))]
+
+
+SHAPE_ONLY: dict[str, Callable[[Any, list[Shape]], list[Shape]]] = {
+    "DecodeWav": _decode_wav_shapes,
+    "AudioSpectrogram": _audio_spectrogram_shapes,
+    "Mfcc": _mfcc_shapes,
+}
+
+
+def _reshape_to_constant(node: Any, consts: list[Any]) -> list[Shape] | None:
+    target = consts[1] if len(consts) > 1 else None
+    if target is None:
+        return None
+    dims = [int(v) for v in np.asarray(target).reshape(-1)]
+    return [tuple(dims)] if all(d >= 0 for d in dims) else None
+
+
+# Output shapes that follow from constant operands alone, when an input's shape is unknown
+# (a Reshape to a fully given shape after a decoder qconvert does not read).
+SHAPE_FROM_CONSTANTS: dict[str, Callable[[Any, list[Any]], list[Shape] | None]] = {
+    "Reshape": _reshape_to_constant,
+}
