@@ -1,6 +1,8 @@
 """Stage 4a: fuse a bias add and a following activation into the op before them.
 
 0. ``op(x, w, b) ──▶ MUL(·, m)`` ⇒ ``op(x, w·m, b·m)`` (a BatchNorm's scale; see fold_mul_into_weights)
+0'. ``ADD(x, c) ──▶ FULLY_CONNECTED(·, W, b)`` ⇒ ``FULLY_CONNECTED(x, W, b + W·c)`` when b is not
+   all zeros (TensorFlow's FuseAddAndFullyConnected, applied bottom-up: see fuse_add_into_fully_connected)
 1. ``CONV_2D | DEPTHWISE_CONV_2D | FULLY_CONNECTED (…, bias) ──▶ ADD(·, c)``
    ⇒ the op with ``bias + c``, when ``c`` is a constant of one value per output
    channel and the op's output has no other reader (also ``SUB``: ``bias - c``).
@@ -105,24 +107,30 @@ def fold_mul_into_weights(graph: Graph, ctx: Context) -> bool:
 
 
 def fuse_bias_add(graph: Graph, ctx: Context) -> bool:
-    dead = []
+    dead: list[Node] = []
     for node in graph:
-        add = _unfused_reader(graph, node, lambda r: r.bias_sign != 0)
-        if add is None:
-            continue
-        if add.inputs[0] != node.outputs[0] or not graph.is_const(add.inputs[1]):
-            continue
-        bias = graph.tensors[node.inputs[2]]
-        c = np.asarray(graph.const(add.inputs[1]), dtype=np.float32)
-        channels = bias.shape[0]
-        if c.size != channels or (c.ndim > 0 and c.shape[-1] != channels) or c.dtype != np.float32:
-            continue
-        c = c.reshape(channels)
-        new = bias.data + c if row(add.op).bias_sign > 0 else bias.data - c  # type: ignore[union-attr]
-        _absorb(graph, node, add, new.astype(np.float32), dead)
+        _fuse_following_bias(graph, node, dead)
     graph.remove_nodes(dead)
     graph.prune()
     return bool(dead)
+
+
+def _fuse_following_bias(graph: Graph, node: Node, dead: list[Node]) -> bool:
+    """Rule 1 for one op: its sole reader ``ADD/SUB(·, c)`` goes into its bias."""
+    add = _unfused_reader(graph, node, lambda r: r.bias_sign != 0)
+    if add is None or add in dead:
+        return False
+    if add.inputs[0] != node.outputs[0] or not graph.is_const(add.inputs[1]):
+        return False
+    bias = graph.tensors[node.inputs[2]]
+    c = np.asarray(graph.const(add.inputs[1]), dtype=np.float32)
+    channels = bias.shape[0]
+    if c.size != channels or (c.ndim > 0 and c.shape[-1] != channels) or c.dtype != np.float32:
+        return False
+    c = c.reshape(channels)
+    new = bias.data + c if row(add.op).bias_sign > 0 else bias.data - c  # type: ignore[union-attr]
+    _absorb(graph, node, add, new.astype(np.float32), dead)
+    return True
 
 
 def fuse_activation(graph: Graph, ctx: Context) -> bool:
@@ -141,3 +149,58 @@ def fuse_activation(graph: Graph, ctx: Context) -> bool:
     graph.remove_nodes(dead)
     graph.prune()
     return bool(dead)
+
+
+def fuse_add_into_fully_connected(graph: Graph, ctx: Context) -> bool:
+    """``ADD(x, c) ──▶ FULLY_CONNECTED(·, W, b)`` ⇒ ``FULLY_CONNECTED(x, W, b + W·c)``.
+
+    TensorFlow's optimize pass has both FuseFullyConnectedAndAdd (an add after an FC goes into
+    its bias) and FuseAddAndFullyConnected (an add before an FC goes into the FC's bias through
+    its weights). Its greedy driver visits ops last to first, so in ``FC0 → ADD(c) → FC1 → ADD(d)``
+    the ADD(d) first becomes FC1's bias, and then ADD(c) folds into FC1 too: FC0 keeps no bias,
+    and the tensor quantized after FC0 is the one before the ADD (measured on Arm's CNN keyword
+    spotter). The pattern needs FC1 to have a bias (TensorFlow drops an all-zero bias first),
+    default weights, a plain float32 constant W, an ADD without activation whose second operand
+    is a 1-D float32 constant. The new bias is TensorFlow's FC constant folding: per output,
+    ``b[o] + Σ c[j]·W[o, j]`` in float32 with Neumaier compensation, in j order.
+    """
+    changed = False
+    dead: list[Node] = []
+    for node in reversed(graph.nodes):
+        r = row(node.op)
+        if r is None or r.rule is not Rule.WEIGHTED or r.weight_axis is not None:  # FULLY_CONNECTED
+            continue
+        changed |= _fuse_following_bias(graph, node, dead)  # first its own bias add, as TensorFlow does
+        if node.attrs.get("weights_format", "DEFAULT") != "DEFAULT" or len(node.inputs) < 3:
+            continue
+        add = graph.producer(node.inputs[0])
+        ar = row(add.op) if add is not None else None
+        if ar is None or ar.bias_sign <= 0 or add.attrs.get("fused_activation_function", "NONE") != "NONE":
+            continue
+        c, w, b = graph.const(add.inputs[1]), graph.const(node.inputs[1]), graph.const(node.inputs[2])
+        if c is None or w is None or b is None or graph.is_const(add.inputs[0]):
+            continue
+        if c.dtype != np.float32 or w.dtype != np.float32 or c.ndim != 1 or w.ndim != 2 or c.size != w.shape[1]:
+            continue
+        if not np.any(b):
+            continue
+        node.inputs[2] = graph.add_const(f"{node.name}/bias", _fold_fc_bias(c, w, b.astype(np.float32)))
+        node.inputs[0] = add.inputs[0]
+        changed = True
+    graph.remove_nodes(dead)
+    graph.prune()
+    return changed
+
+
+def _fold_fc_bias(c: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """TensorFlow's FullyConnectedOp::fold on a constant input ``c``: for each output row,
+    ``sum = b``, then ``sum += c[j]·W[:, j]`` in float32 with Neumaier's compensation."""
+    total = b.astype(np.float32).copy()
+    comp = np.zeros_like(total)
+    for j in range(c.size):
+        addend = (np.float32(c[j]) * w[:, j]).astype(np.float32)
+        new = (total + addend).astype(np.float32)
+        big = np.abs(total) >= np.abs(addend)
+        comp += np.where(big, (total - new) + addend, (addend - new) + total).astype(np.float32)
+        total = new
+    return (total + comp).astype(np.float32)
