@@ -27,6 +27,7 @@ class Origin(enum.Enum):
     INPUT_RANGE = "input_range"
     FIXED = "fixed"
     WEIGHT = "weight"
+    WEIGHT_VALUES = "weight_values"  # an affine op's weights without FakeQuant: from their values
     BIAS = "bias"
     CALIBRATION = "calibration"
     RANGES_FILE = "ranges_file"

@@ -22,12 +22,21 @@ The order of the work list follows TensorFlow's driver (see propagate_quant_para
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from qconvert import quant as qm
 from qconvert.ir import Graph, Node, QuantParams
 from qconvert.ir.passes import Context, Origin
-from qconvert.ir.qdq import insert_qdq_after, insert_qdq_on_edge, params_in, params_out
+from qconvert.ir.qdq import (
+    dequantized_from,
+    insert_qdq_after,
+    insert_qdq_on_edge,
+    origin_of,
+    params_in,
+    params_out,
+)
 from qconvert.ops import Rule, float_operands, row
 from qconvert.quant import bias_params
 
@@ -70,17 +79,60 @@ def _weighted(graph: Graph, node: Node, ctx: Context) -> Touched | None:
     r = row(node.op)
     x, w, b = node.inputs[:3]
     if params_in(graph, w) is None and graph.is_const(w):
-        axis = r.weight_axis  # type: ignore[union-attr]
-        if axis is None and ctx.legacy_float_scale:
-            axis = 0  # post-training quantization: FULLY_CONNECTED weights per output channel too (TF 2.21)
-        insert_qdq_on_edge(graph, node, 1, weight_params(graph.const(w), axis), Origin.WEIGHT)
+        # per output channel; FULLY_CONNECTED too (TF 2.21 does so for weights without FakeQuant)
+        axis = 0 if r.weight_axis is None else r.weight_axis  # type: ignore[union-attr]
+        insert_qdq_on_edge(graph, node, 1, weight_params(graph.const(w), axis), Origin.WEIGHT_VALUES)
     if params_in(graph, b) is not None or not graph.is_const(b):
         return []
     px, pw = params_in(graph, node.inputs[0]), params_in(graph, node.inputs[1])
     if px is None or pw is None:
         return None  # the input's parameters are not known yet: retry when they are
-    insert_qdq_on_edge(graph, node, 2, bias_params(px[0], pw[0], ctx.legacy_float_scale), Origin.BIAS)
+    bias = bias_params(px[0], pw[0], ctx.legacy_float_scale)
+    wq = dequantized_from(graph, node.inputs[1])
+    if wq is not None and origin_of(wq[0]) is Origin.WEIGHT_VALUES:
+        adjusted = _bias_fit(graph.const(b), bias, px[0], pw[0], ctx.legacy_float_scale)
+        if adjusted is not None:
+            bias, new_w = adjusted
+            graph.tensors[wq[0].outputs[0]].quant = new_w
+            ctx.note(f"{node.op} '{node.name}': bias '{b}' would overflow int32 at scale input×weight; the weight "
+                     f"scale of {sum(a != c for a, c in zip(new_w.scale, pw[0].scale))} channel(s) is enlarged so it "
+                     f"fits, as TensorFlow does")
+    insert_qdq_on_edge(graph, node, 2, bias, Origin.BIAS)
     return []
+
+
+BIAS_MAX = (2**31 - 1) // 2  # TensorFlow keeps |bias| / scale within INT32_MAX / 2 (room for the accumulator)
+
+
+def _bias_fit(value: np.ndarray, bias: QuantParams, x: QuantParams, w: QuantParams,
+              legacy_float_scale: bool) -> tuple[QuantParams, QuantParams] | None:
+    """TensorFlow's quantization driver (``SetBiasParamsWithAdjustments``) for weights whose
+    parameters come from their values: where ``|bias| / (in×w scale)`` exceeds INT32_MAX / 2,
+    the bias scale becomes ``|bias| / (INT32_MAX / 2)`` and the weight scale that over the input
+    scale. Per channel: each channel whose ratio is > the limit; per tensor: all, when the
+    largest |bias| reaches it. Returns (bias, weight) parameters, or None when nothing changes.
+    Post-training quantization keeps scales in float32 (``legacy_float_scale``)."""
+    mags = np.abs(np.asarray(value, np.float32).reshape(-1)).astype(np.float64)
+    in_scale = x.scale[0]
+    rounded = (lambda s: float(np.float32(s))) if legacy_float_scale else (lambda s: s)
+    if bias.axis is None:
+        half = float(mags.max()) if mags.size else 0.0
+        if half / bias.scale[0] < BIAS_MAX:
+            return None
+        new_b = half / BIAS_MAX
+        return (replace(bias, scale=(rounded(new_b),)),
+                replace(w, scale=(rounded(new_b / in_scale),) * len(w.scale)))
+    b_scales, w_scales = list(bias.scale), list(w.scale)
+    changed = False
+    for i, m in enumerate(mags):
+        if m / b_scales[i] > BIAS_MAX:
+            b_scales[i] = m / BIAS_MAX
+            w_scales[i] = rounded(b_scales[i] / in_scale)
+            b_scales[i] = rounded(b_scales[i])
+            changed = True
+    if not changed:
+        return None
+    return replace(bias, scale=tuple(b_scales)), replace(w, scale=tuple(w_scales))
 
 
 def _fixed(graph: Graph, node: Node, ctx: Context) -> Touched | None:

@@ -1,0 +1,128 @@
+"""Biases that do not fit int32 at scale input×weight (issue 15), against TensorFlow 2.21.
+
+Real trained networks have dead output channels (all-zero weights) with a non-zero bias, and
+channels whose bias is large for their weights. TensorFlow's quantization driver
+(``SetBiasParamsWithAdjustments``) enlarges such a channel's weight scale so that
+``|bias| / scale`` stays within INT32_MAX / 2, for weights whose parameters come from their
+values: post-training quantization, and QAT graphs whose kernel has no FakeQuant. A kernel
+*with* a FakeQuant keeps its range, and TensorFlow then saturates the bias silently at
+INT32_MIN; qconvert refuses that with a line naming the bias.
+
+Each case is a small TF1 graph (conv or dense, 3 output channels); TensorFlow's file is the
+oracle for the int8 weights, weight scales, int32 biases, bias scales and LiteRT outputs.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+import numpy as np
+import pytest
+
+from qconvert.api import convert_graph
+from qconvert.errors import ConversionError
+
+tf = pytest.importorskip("tensorflow", reason="TensorFlow's converter is the oracle")
+
+DEAD = [0.1, -1.25, 0.3]  # channel 1 has all-zero weights and a bias of -1.25
+LARGE = [0.1, 3e4, -2.5e5]  # channels 1 and 2 have weights of 1e-4 and large biases
+
+
+def _graph(qat: bool, dense: bool, bias: list[float], weight_fq: bool) -> tuple[bytes, list[int]]:
+    tf1 = tf.compat.v1
+    shape = [1, 8] if dense else [1, 4, 4, 2]
+    g = tf.Graph()
+    with g.as_default():
+        x = tf1.placeholder(tf.float32, shape, name="input")
+        h = tf.quantization.fake_quant_with_min_max_vars(x, -1.0, 1.0) if qat else x
+        rng = np.random.default_rng(0)
+        w = rng.normal(0, 0.3, (8, 3) if dense else (3, 3, 2, 3)).astype(np.float32)
+        w[..., 1] = 0.0 if bias is DEAD else 1e-4
+        if bias is LARGE:
+            w[..., 2] = 1e-4
+        wc = tf.constant(w)
+        if weight_fq:
+            m = np.abs(w).reshape(-1, 3).max(axis=0)
+            wc = tf.quantization.fake_quant_with_min_max_vars_per_channel(wc, -m, m, narrow_range=True)
+        y = tf.matmul(h, wc) if dense else tf.nn.conv2d(h, wc, [1, 1, 1, 1], "SAME")
+        y = tf.nn.bias_add(y, tf.constant(np.array(bias, np.float32)))
+        if qat:
+            y = tf.quantization.fake_quant_with_min_max_vars(y, -4.0, 4.0)
+        tf.identity(y, name="out")
+    return g.as_graph_def().SerializeToString(), shape
+
+
+def _samples(shape: list[int]) -> np.ndarray:
+    rng = np.random.default_rng(1)
+    return np.stack([rng.uniform(-1, 1, shape).astype(np.float32) for _ in range(16)])
+
+
+def _tf_convert(pb: bytes, qat: bool, shape: list[int]) -> bytes:
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "m.pb")
+        with open(path, "wb") as f:
+            f.write(pb)
+        c = tf.compat.v1.lite.TFLiteConverter.from_frozen_graph(path, ["input"], ["out"], {"input": shape})
+        if qat:
+            c.inference_type = tf.int8
+            c.quantized_input_stats = {"input": (-0.5, 127.5)}  # [-1, 1]
+        else:
+            data = _samples(shape)
+            c.optimizations = [tf.lite.Optimize.DEFAULT]
+            c.representative_dataset = lambda: ([s] for s in data)
+            c.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+            c.inference_input_type = c.inference_output_type = tf.int8
+        return c.convert()
+
+
+def _affine(tflite: bytes) -> tuple[list, list, list, list]:
+    from qconvert.schema.reader import read_model
+
+    sg = read_model(tflite).subgraphs[0]
+    op = next(o for o in sg.operators if o.builtin in ("CONV_2D", "FULLY_CONNECTED"))
+    w, b = sg.tensors[op.inputs[1]], sg.tensors[op.inputs[2]]
+    return w.array().tolist(), list(w.scale), b.array().tolist(), list(b.scale)
+
+
+def _outputs(tflite: bytes, x: np.ndarray) -> np.ndarray:
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    it = Interpreter(model_content=tflite, experimental_op_resolver_type=OpResolverType.BUILTIN_REF)
+    it.allocate_tensors()
+    i, o = it.get_input_details()[0], it.get_output_details()[0]
+    s, z = i["quantization"]
+    out = []
+    for sample in x:
+        it.set_tensor(i["index"], np.clip(np.round(sample / s) + z, -128, 127).astype(np.int8)[None])
+        it.invoke()
+        out.append(it.get_tensor(o["index"]).copy())
+    return np.stack(out)
+
+
+@pytest.mark.parametrize("bias", [DEAD, LARGE], ids=["dead_channel", "large_bias"])
+@pytest.mark.parametrize("dense", [False, True], ids=["conv", "dense"])
+@pytest.mark.parametrize("qat", [True, False], ids=["qat_kernel_without_fakequant", "ptq"])
+def test_weight_scale_is_enlarged_as_tensorflow_does(qat: bool, dense: bool, bias: list[float]) -> None:
+    pb, shape = _graph(qat, dense, bias, weight_fq=False)
+    theirs = _tf_convert(pb, qat, shape)
+    result = convert_graph(pb, inputs=["input"], outputs=["out"],
+                           calibration_data=None if qat else {"input": _samples(shape)[:, 0]})
+    w, w_scale, b, b_scale = _affine(result.model)
+    tw, tw_scale, tb, tb_scale = _affine(theirs)
+    assert (w, b) == (tw, tb)
+    assert w_scale == tw_scale and b_scale == tb_scale
+    assert max(abs(v) for v in b) <= 2**30  # within INT32_MAX / 2 (+1 for rounding)
+    x = _samples(shape)[:, 0]
+    np.testing.assert_array_equal(_outputs(result.model, x), _outputs(theirs, x))
+    if qat:
+        assert any("enlarged" in n for n in result.notes), result.notes
+
+
+@pytest.mark.parametrize("dense", [False], ids=["conv"])
+def test_a_fakequant_kernel_whose_bias_overflows_is_refused(dense: bool) -> None:
+    pb, shape = _graph(True, dense, DEAD, weight_fq=True)
+    theirs = _affine(_tf_convert(pb, True, shape))
+    assert min(theirs[2]) == -(2**31), "TensorFlow no longer saturates: revisit the rule"
+    with pytest.raises(ConversionError, match=r"bias '.*' of CONV_2D .* does not fit int32: channel 1 is -1.25"):
+        convert_graph(pb, inputs=["input"], outputs=["out"])
