@@ -14,6 +14,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from qconvert.errors import ConversionError
+from qconvert.quant.rounding import rsqrt_float32
 
 
 def _dtype(node: Any, key: str, default: str) -> np.dtype:
@@ -56,7 +57,7 @@ CONST_EVAL: dict[str, Callable[[Any, Sequence[np.ndarray]], np.ndarray]] = {
     "Sum": _reduce(np.sum),
     "Max": _reduce(np.max),
     "Min": _reduce(np.min),
-    "Rsqrt": lambda node, v: (1.0 / np.sqrt(v[0].astype(np.float64))).astype(v[0].dtype),
+    "Rsqrt": lambda node, v: rsqrt_float32(v[0]) if v[0].dtype == np.float32 else 1.0 / np.sqrt(v[0]),
     "Cast": lambda node, v: v[0].astype(_dtype(node, "DstT", "float32")),
     "Add": _binary(np.add),
     "AddV2": _binary(np.add),

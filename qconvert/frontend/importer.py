@@ -17,7 +17,13 @@ import numpy as np
 from qconvert.errors import ConversionError, UsageError
 from qconvert.frontend.const_eval import CONST_EVAL, CONST_ONLY, evaluate, shape_of
 from qconvert.frontend.graphdef import RawNode
-from qconvert.frontend.tf_ops import SHAPE_FROM_CONSTANTS, SHAPE_ONLY, STRUCTURAL, TF_OPS, supported_ops
+from qconvert.frontend.tf_ops import (
+    SHAPE_FROM_CONSTANTS,
+    SHAPE_ONLY,
+    STRUCTURAL,
+    TF_OPS,
+    supported_ops,
+)
 from qconvert.ir import Graph, Node, Tensor
 
 # TF1 control flow (tf.while_loop): no TFLite builtin takes it; TensorFlow refuses it too.

@@ -22,6 +22,7 @@ import numpy as np
 
 from qconvert.errors import ConversionError
 from qconvert.ir import Graph, Node, Tensor
+from qconvert.quant.rounding import rsqrt_float32
 
 Rewrite = Callable[[Graph, Node], None]
 
@@ -172,9 +173,7 @@ def fused_batch_norm(graph: Graph, node: Node) -> None:
         raise ConversionError(f"node '{node.name}' ({node.op}): scale, offset, mean and variance must be constants")
     scale, offset, mean, variance = (np.asarray(c, np.float32) for c in consts)
     eps = np.float32(node.attrs.get("epsilon", 1e-3))
-    # rsqrt rounded once from double: TensorFlow's kernel refines an approximation to
-    # within an ulp or two of this, depending on the CPU.
-    rsqrt = (1.0 / np.sqrt((variance + eps).astype(np.float64))).astype(np.float32)
+    rsqrt = rsqrt_float32(variance + eps)  # TensorFlow's kernel: within an ulp of this, CPU-dependent
     multiplier = scale * rsqrt
     shift = offset - mean * multiplier
     x = node.inputs[0]
