@@ -89,35 +89,53 @@ def _weighted(graph: Graph, node: Node, ctx: Context) -> Touched | None:
         return None  # the input's parameters are not known yet: retry when they are
     bias = bias_params(px[0], pw[0], ctx.legacy_float_scale)
     wq = dequantized_from(graph, node.inputs[1])
-    if wq is not None and origin_of(wq[0]) is Origin.WEIGHT_VALUES:
-        adjusted = _bias_fit(graph.const(b), bias, px[0], pw[0], ctx.legacy_float_scale)
+    if wq is not None and graph.is_const(wq[0].inputs[0]):
+        from_values = origin_of(wq[0]) is Origin.WEIGHT_VALUES
+        # a FakeQuant'd kernel keeps its grid: only an all-zero channel may change scale (its
+        # integers stay 0), which TensorFlow does not do (it saturates the bias silently)
+        free = None if from_values else _zero_channels(graph.const(wq[0].inputs[0]), pw[0])
+        adjusted = _bias_fit(graph.const(b), bias, px[0], pw[0], ctx.legacy_float_scale, free)
         if adjusted is not None:
             bias, new_w = adjusted
             graph.tensors[wq[0].outputs[0]].quant = new_w
+            n = sum(a != c for a, c in zip(new_w.scale, pw[0].scale))
             ctx.note(f"{node.op} '{node.name}': bias '{b}' would overflow int32 at scale input×weight; the weight "
-                     f"scale of {sum(a != c for a, c in zip(new_w.scale, pw[0].scale))} channel(s) is enlarged so it "
-                     f"fits, as TensorFlow does")
+                     f"scale of {n} channel(s) is enlarged so it fits, as TensorFlow does" if from_values else
+                     f"{node.op} '{node.name}': {n} weight channel(s) are all zero and their bias overflows int32 at "
+                     f"the FakeQuant's scale: their weight scale is enlarged so the bias is exact (the integer "
+                     f"weights stay 0). TensorFlow saturates such a bias silently; the result differs from its "
+                     f"file and follows the training graph")
     insert_qdq_on_edge(graph, node, 2, bias, Origin.BIAS)
     return []
+
+
+def _zero_channels(w: np.ndarray, params: QuantParams) -> list[bool]:
+    """Per channel of ``params`` (one entry per-tensor): are all the weights zero?"""
+    v = np.asarray(w)
+    if params.axis is None:
+        return [not np.any(v)]
+    moved = np.moveaxis(v, params.axis, 0).reshape(v.shape[params.axis], -1)
+    return [not np.any(row_) for row_ in moved]
 
 
 BIAS_MAX = (2**31 - 1) // 2  # TensorFlow keeps |bias| / scale within INT32_MAX / 2 (room for the accumulator)
 
 
 def _bias_fit(value: np.ndarray, bias: QuantParams, x: QuantParams, w: QuantParams,
-              legacy_float_scale: bool) -> tuple[QuantParams, QuantParams] | None:
+              legacy_float_scale: bool, free: list[bool] | None = None) -> tuple[QuantParams, QuantParams] | None:
     """TensorFlow's quantization driver (``SetBiasParamsWithAdjustments``) for weights whose
     parameters come from their values: where ``|bias| / (in×w scale)`` exceeds INT32_MAX / 2,
     the bias scale becomes ``|bias| / (INT32_MAX / 2)`` and the weight scale that over the input
     scale. Per channel: each channel whose ratio is > the limit; per tensor: all, when the
     largest |bias| reaches it. Returns (bias, weight) parameters, or None when nothing changes.
-    Post-training quantization keeps scales in float32 (``legacy_float_scale``)."""
+    Post-training quantization keeps scales in float32 (``legacy_float_scale``). ``free``: the
+    channels that may change (None: all)."""
     mags = np.abs(np.asarray(value, np.float32).reshape(-1)).astype(np.float64)
     in_scale = x.scale[0]
     rounded = (lambda s: float(np.float32(s))) if legacy_float_scale else (lambda s: s)
     if bias.axis is None:
         half = float(mags.max()) if mags.size else 0.0
-        if half / bias.scale[0] < BIAS_MAX:
+        if half / bias.scale[0] < BIAS_MAX or (free is not None and not all(free)):
             return None
         new_b = half / BIAS_MAX
         return (replace(bias, scale=(rounded(new_b),)),
@@ -125,7 +143,7 @@ def _bias_fit(value: np.ndarray, bias: QuantParams, x: QuantParams, w: QuantPara
     b_scales, w_scales = list(bias.scale), list(w.scale)
     changed = False
     for i, m in enumerate(mags):
-        if m / b_scales[i] > BIAS_MAX:
+        if m / b_scales[i] > BIAS_MAX and (free is None or (free[i] if len(free) > 1 else free[0])):
             b_scales[i] = m / BIAS_MAX
             w_scales[i] = rounded(b_scales[i] / in_scale)
             b_scales[i] = rounded(b_scales[i])

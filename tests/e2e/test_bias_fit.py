@@ -6,7 +6,10 @@ channels whose bias is large for their weights. TensorFlow's quantization driver
 ``|bias| / scale`` stays within INT32_MAX / 2, for weights whose parameters come from their
 values: post-training quantization, and QAT graphs whose kernel has no FakeQuant. A kernel
 *with* a FakeQuant keeps its range, and TensorFlow then saturates the bias silently at
-INT32_MIN; qconvert refuses that with a line naming the bias.
+INT32_MIN (measured on TF 1-style graphs and on a tfmot Conv→BatchNorm→ReLU6 model). qconvert
+enlarges the scale of such a channel when all its weights are zero (their integers stay 0, so
+the training graph's grid is kept and the bias is exact: the training graph is the oracle
+there, TensorFlow is wrong), says so, and refuses, naming the bias, when they are not.
 
 Each case is a small TF1 graph (conv or dense, 3 output channels); TensorFlow's file is the
 oracle for the int8 weights, weight scales, int32 biases, bias scales and LiteRT outputs.
@@ -29,7 +32,8 @@ DEAD = [0.1, -1.25, 0.3]  # channel 1 has all-zero weights and a bias of -1.25
 LARGE = [0.1, 3e4, -2.5e5]  # channels 1 and 2 have weights of 1e-4 and large biases
 
 
-def _graph(qat: bool, dense: bool, bias: list[float], weight_fq: bool) -> tuple[bytes, list[int]]:
+def _graph(qat: bool, dense: bool, bias: list[float], weight_fq: bool,
+           dead: float = 0.0) -> tuple[bytes, list[int]]:
     tf1 = tf.compat.v1
     shape = [1, 8] if dense else [1, 4, 4, 2]
     g = tf.Graph()
@@ -38,7 +42,7 @@ def _graph(qat: bool, dense: bool, bias: list[float], weight_fq: bool) -> tuple[
         h = tf.quantization.fake_quant_with_min_max_vars(x, -1.0, 1.0) if qat else x
         rng = np.random.default_rng(0)
         w = rng.normal(0, 0.3, (8, 3) if dense else (3, 3, 2, 3)).astype(np.float32)
-        w[..., 1] = 0.0 if bias is DEAD else 1e-4
+        w[..., 1] = dead if bias is DEAD else 1e-4
         if bias is LARGE:
             w[..., 2] = 1e-4
         wc = tf.constant(w)
@@ -119,9 +123,44 @@ def test_weight_scale_is_enlarged_as_tensorflow_does(qat: bool, dense: bool, bia
         assert any("enlarged" in n for n in result.notes), result.notes
 
 
-@pytest.mark.parametrize("dense", [False], ids=["conv"])
-def test_a_fakequant_kernel_whose_bias_overflows_is_refused(dense: bool) -> None:
+def _training_graph_outputs(pb: bytes, x: np.ndarray) -> np.ndarray:
+    g = tf.Graph()
+    with g.as_default():
+        tf.compat.v1.import_graph_def(tf.compat.v1.GraphDef.FromString(pb), name="")
+    with tf.compat.v1.Session(graph=g) as s:
+        return np.stack([s.run("out:0", {"input:0": sample[None]}) for sample in x])
+
+
+def _dequantized(tflite: bytes, x: np.ndarray) -> np.ndarray:
+    from qconvert.schema.reader import read_model
+
+    sg = read_model(tflite).subgraphs[0]
+    out = sg.tensors[sg.outputs[0]]
+    return (_outputs(tflite, x).astype(np.float64) - out.zero_point[0]) * out.scale[0]
+
+
+@pytest.mark.parametrize("dense", [False, True], ids=["conv", "dense"])
+def test_a_dead_fakequant_channel_keeps_its_bias_where_tensorflow_saturates_it(dense: bool) -> None:
     pb, shape = _graph(True, dense, DEAD, weight_fq=True)
+    x = np.random.default_rng(5).uniform(-1, 1, [16, *shape[1:]]).astype(np.float32)
+    result = convert_graph(pb, inputs=["input"], outputs=["out"])
+    assert any("all zero" in n and "TensorFlow saturates" in n for n in result.notes), result.notes
+    w, w_scale, b, b_scale = _affine(result.model)
+    assert abs(b[1] - (-1.25 / b_scale[1])) <= 1 and abs(b[1]) <= 2**30  # exact, not saturated
+    training = _training_graph_outputs(pb, x)[..., 1].reshape(-1)
+    ours = _dequantized(result.model, x)[..., 1].reshape(-1)
+    assert np.abs(ours - training).max() <= 0.5 * 8.0 / 255  # half an output step (FakeQuant range [-4, 4])
+    if not dense:  # TensorFlow rejects per-channel FakeQuant on MatMul weights ("mismatched quantized axes")
+        theirs = _tf_convert(pb, True, shape)
+        tw, tw_scale, tb, tb_scale = _affine(theirs)
+        assert tb[1] == -(2**31), "TensorFlow no longer saturates: revisit the rule"
+        assert w == tw and [s for k, s in enumerate(w_scale) if k != 1] == [s for k, s in enumerate(tw_scale) if k != 1]
+        theirs_out = _dequantized(theirs, x)[..., 1].reshape(-1)
+        assert np.abs(theirs_out - training).max() > 1.0  # -0.066 where training says -1.25
+
+
+def test_a_fakequant_kernel_whose_live_channel_bias_overflows_is_refused() -> None:
+    pb, shape = _graph(True, False, DEAD, weight_fq=True, dead=1e-7)  # tiny, not zero: its grid matters
     theirs = _affine(_tf_convert(pb, True, shape))
     assert min(theirs[2]) == -(2**31), "TensorFlow no longer saturates: revisit the rule"
     with pytest.raises(ConversionError, match=r"bias '.*' of CONV_2D .* does not fit int32: channel 1 is -1.25"):
