@@ -10,20 +10,11 @@ everything else is compared bit for bit.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import pytest
 
 tf = pytest.importorskip("tensorflow", reason="TensorFlow builds the graph and is the oracle")
 
-
-@dataclass
-class _Model:
-    graph_def: bytes
-    inputs: list[str]
-    outputs: list[str]
-    shapes: dict[str, list[int]]
 
 
 def _graph() -> bytes:
@@ -53,18 +44,12 @@ def _graph() -> bytes:
 def test_keras_batchnorm_and_relu6_with_dead_and_large_bias_channels(monkeypatch: pytest.MonkeyPatch) -> None:
     import oracle
 
-    import qconvert.frontend.const_eval as const_eval
-    import qconvert.frontend.legalization as legalization
     from qconvert.api import convert_graph
 
-    def tf_rsqrt(v: np.ndarray) -> np.ndarray:
-        return tf.math.rsqrt(tf.constant(np.asarray(v, np.float32))).numpy()
-
-    monkeypatch.setattr(const_eval, "rsqrt_float32", tf_rsqrt)
-    monkeypatch.setattr(legalization, "rsqrt_float32", tf_rsqrt)
+    oracle.use_tensorflows_rsqrt(monkeypatch)
     pb = _graph()
     samples = {"input": np.random.default_rng(2).uniform(-1, 1, (32, 8, 8, 3)).astype(np.float32)}
-    theirs = oracle.tf_ptq_convert(_Model(pb, ["input"], ["out"], {"input": [1, 8, 8, 3]}), samples)
+    theirs = oracle.tf_ptq_convert(oracle.FloatGraph(pb, ["input"], ["out"], {"input": [1, 8, 8, 3]}), samples)
     result = convert_graph(pb, inputs=["input"], outputs=["out"], calibration_data=samples)
     report = oracle.compare_ptq(result.model, theirs, samples, ["input"])
     print(f"\n{report}; notes: {result.notes}")

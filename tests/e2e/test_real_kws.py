@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import io
 import wave
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -54,13 +53,6 @@ def _clips(n: int, seed: int = 0) -> list[bytes]:
     return out
 
 
-@dataclass
-class _Model:
-    graph_def: bytes
-    inputs: list[str]
-    outputs: list[str]
-    shapes: dict[str, list[int]]
-
 
 def _mfcc_samples(tf, pb: bytes) -> tuple[np.ndarray, list[int]]:  # type: ignore[no-untyped-def]
     g = tf.Graph()
@@ -81,22 +73,9 @@ def _convert_both(name: str):  # type: ignore[no-untyped-def]
     pb = (KWS / f"{name}.pb").read_bytes()
     x, shape = _mfcc_samples(tf, pb)
     samples = {"Mfcc": x}
-    theirs = oracle.tf_ptq_convert(_Model(pb, ["Mfcc"], ["labels_softmax"], {"Mfcc": shape}), samples)
+    theirs = oracle.tf_ptq_convert(oracle.FloatGraph(pb, ["Mfcc"], ["labels_softmax"], {"Mfcc": shape}), samples)
     ours = convert_graph(pb, inputs=["Mfcc"], outputs=["labels_softmax"], calibration_data=samples).model
     return oracle.compare_ptq(ours, theirs, samples, ["Mfcc"])
-
-
-def _tensorflows_rsqrt(monkeypatch: pytest.MonkeyPatch) -> None:
-    tf = pytest.importorskip("tensorflow")
-
-    def rsqrt(x: np.ndarray) -> np.ndarray:
-        return tf.math.rsqrt(tf.constant(np.asarray(x, np.float32))).numpy()
-
-    import qconvert.frontend.const_eval as const_eval
-    import qconvert.frontend.legalization as legalization
-
-    monkeypatch.setattr(legalization, "rsqrt_float32", rsqrt)
-    monkeypatch.setattr(const_eval, "rsqrt_float32", rsqrt)
 
 
 def _assert_bit_exact(report) -> None:  # type: ignore[no-untyped-def]
@@ -112,7 +91,9 @@ def test_dnn_is_bit_exact() -> None:
 @pytest.mark.parametrize("name", ["DS_CNN_S", "CNN_S"])
 def test_batchnorm_graphs_given_tensorflows_rsqrt_have_tensorflows_weights(name: str,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    _tensorflows_rsqrt(monkeypatch)
+    import oracle
+
+    oracle.use_tensorflows_rsqrt(monkeypatch)
     report = _convert_both(name)
     print(f"\n{name} with TensorFlow's rsqrt: {report}")
     assert report.tensors > 0 and not report.zero_point_diffs and not report.weight_diffs, report

@@ -5,7 +5,6 @@ package) scaled to 28×28 in [0, 1], as MNIST images are."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -14,13 +13,6 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 MNIST = ROOT.parent / "shared" / "realmodels" / "nnstreamer" / "mnist.pb"
 
-
-@dataclass
-class _Model:
-    graph_def: bytes
-    inputs: list[str]
-    outputs: list[str]
-    shapes: dict[str, list[int]]
 
 
 @pytest.mark.skipif(not MNIST.is_file(), reason=f"{MNIST} is absent (a real third-party graph)")
@@ -36,7 +28,7 @@ def test_mnist_ptq_is_bit_exact_with_tensorflow() -> None:
     images = np.pad(big, ((0, 0), (2, 2), (2, 2))).reshape(64, 784).astype(np.float32)
     samples = {"input": images}
     pb = MNIST.read_bytes()
-    theirs = oracle.tf_ptq_convert(_Model(pb, ["input"], ["softmax"], {"input": [1, 784]}), samples)
+    theirs = oracle.tf_ptq_convert(oracle.FloatGraph(pb, ["input"], ["softmax"], {"input": [1, 784]}), samples)
     ours = convert_graph(pb, inputs=["input"], outputs=["softmax"], calibration_data=samples).model
     report = oracle.compare_ptq(ours, theirs, samples, ["input"])
     assert report.tensors > 0 and not report.zero_point_diffs and not report.weight_diffs, report
