@@ -179,7 +179,8 @@ def import_graph(
         if op in STRUCTURAL:
             if not data_inputs:
                 raise ConversionError(f"node '{name}' ({op}) has no input")
-            alias[name] = data_inputs[0]
+            for k, src in enumerate(data_inputs if op == "IdentityN" else data_inputs[:1]):
+                alias[name if k == 0 else f"{name}:{k}"] = src  # IdentityN: output k is input k
             continue
         if op == "Shape" and data_inputs:
             value = shape_of(raw, graph.tensors[data_inputs[0]].shape)

@@ -122,10 +122,22 @@ def _int32_const(graph: Graph, node: Node, slot: int) -> None:
     node.inputs[slot] = graph.add_const(f"{node.name}/{slot}", np.asarray(value).astype(np.int32))
 
 
-def mean(graph: Graph, node: Node) -> None:
-    _int32_const(graph, node, 1)
-    node.attrs = {"keep_dims": bool(node.attrs.get("keep_dims", False))}
-    node.op = "MEAN"
+def reducer(op: str) -> Rewrite:
+    """Mean, Max, ... over constant axes: ``op(x, axes)`` with ``keep_dims``."""
+    def rewrite(graph: Graph, node: Node) -> None:
+        _int32_const(graph, node, 1)
+        node.attrs = {"keep_dims": bool(node.attrs.get("keep_dims", False))}
+        node.op = op
+
+    return rewrite
+
+
+mean = reducer("MEAN")
+
+
+def leaky_relu(graph: Graph, node: Node) -> None:
+    node.attrs = {"alpha": float(np.float32(node.attrs.get("alpha", 0.2)))}
+    node.op = "LEAKY_RELU"
 
 
 def reshape(graph: Graph, node: Node) -> None:

@@ -233,6 +233,7 @@ TF_OPS: dict[str, TfOp] = {
     "PlaceholderWithDefault": TfOp(None, shape_same),
     "Const": TfOp(None, None),
     "Identity": TfOp(None, shape_same),
+    "IdentityN": TfOp(None, shape_same),
     "StopGradient": TfOp(None, shape_same),
     "Snapshot": TfOp(None, shape_same),
     "NoOp": TfOp(None, None),
@@ -249,6 +250,8 @@ TF_OPS: dict[str, TfOp] = {
     "FusedBatchNormV3": TfOp("MUL", shape_batch_norm, lg.fused_batch_norm),
     "Relu": TfOp("RELU", shape_same, lg.plain("RELU")),
     "Relu6": TfOp("RELU6", shape_same, lg.plain("RELU6")),
+    "LeakyRelu": TfOp("LEAKY_RELU", shape_same, lg.leaky_relu),
+    "Max": TfOp("REDUCE_MAX", shape_mean, lg.reducer("REDUCE_MAX")),
     "Maximum": TfOp("MAXIMUM", shape_broadcast, lg.plain("MAXIMUM")),
     "Minimum": TfOp("MINIMUM", shape_broadcast, lg.plain("MINIMUM")),
     "AvgPool": TfOp("AVERAGE_POOL_2D", shape_pool, lg.pool("AVERAGE_POOL_2D")),
@@ -269,7 +272,7 @@ TF_OPS: dict[str, TfOp] = {
     "FakeQuantWithMinMaxVarsPerChannel": TfOp("FAKE_QUANT", shape_same),
 }
 
-STRUCTURAL = {"Identity", "StopGradient", "Snapshot", "PlaceholderWithDefault"}
+STRUCTURAL = {"Identity", "StopGradient", "Snapshot", "PlaceholderWithDefault", "IdentityN"}
 
 
 def supported_ops() -> str:

@@ -146,6 +146,15 @@ def fake_quant(node: Any, x: np.ndarray, *rest: np.ndarray) -> np.ndarray:
         per_channel=node.attrs.get("per_channel", False), variant=node.attrs.get("variant", "vars"))
 
 
+def leaky_relu(node: Any, x: np.ndarray) -> np.ndarray:
+    return np.where(x >= 0, x, x * np.float32(node.attrs.get("alpha", 0.2))).astype(np.float32)
+
+
+def reduce_max(node: Any, x: np.ndarray, axes: np.ndarray) -> np.ndarray:
+    ax = tuple(int(a) % x.ndim for a in np.asarray(axes).reshape(-1))
+    return x.max(axis=ax, keepdims=bool(node.attrs.get("keep_dims", False)))
+
+
 def relu(node: Any, x: np.ndarray) -> np.ndarray:
     return np.maximum(x, np.float32(0))
 

@@ -78,6 +78,17 @@ def relu(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> Par
             "clamp": qm.activation_range(row.activation, out.s, out.zp)}
 
 
+def leaky_relu(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> Parts:
+    """LEAKY_RELU (activations.cc ``LeakyReluPrepare``): two pairs, identity ``in / out`` and
+    alpha ``in·alpha / out``, each computed in FLOAT32 and widened. Eval: ``x - in_zp`` through
+    the identity pair where it is ≥ 0, else the alpha pair, plus ``out_zp``, clamped."""
+    s_in, s_out = np.float32(_input(ins, 0).s), np.float32(out.s)
+    alpha = np.float32(options.get("alpha", 0.2))
+    identity = float(np.float32(s_in / s_out))
+    scaled = float(np.float32(np.float32(s_in * alpha) / s_out))
+    return {"pairs": [qm.quantize_multiplier(identity), qm.quantize_multiplier(scaled)]}
+
+
 def softmax(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> Parts:
     beta = options.get("beta")
     return {"pairs": [qm.softmax_requant(_input(ins, 0).s, 1.0 if beta is None else float(beta))]}

@@ -89,10 +89,12 @@ TABLE: dict[str, OpRow] = dict([
     _row("RELU", Rule.FREE, 2, activation="RELU", kernel=k.relu, requant=r.relu),
     _row("RELU6", Rule.FREE, 2, activation="RELU6", kernel=k.relu6, requant=r.relu),
     _row("RELU_N1_TO_1", Rule.FREE, 1, activation="RELU_N1_TO_1", kernel=k.relu_n1_to_1, requant=r.relu),
+    _row("LEAKY_RELU", Rule.FREE, 1, kernel=k.leaky_relu, requant=r.leaky_relu),  # TF 2.21 writes v1 for int8
     _row("MAXIMUM", Rule.SAME_SCALE, 2, kernel=k.maximum, folds=True),
     _row("MINIMUM", Rule.SAME_SCALE, 2, kernel=k.minimum, folds=True),
     _row("AVERAGE_POOL_2D", Rule.SAME_SCALE, 2, kernel=k.average_pool_2d),
     _row("MAX_POOL_2D", Rule.SAME_SCALE, 2, kernel=k.max_pool_2d),
+    _row("REDUCE_MAX", Rule.SAME_SCALE, 2, float_inputs=(0,), kernel=k.reduce_max),
     _row("CONCATENATION", Rule.SAME_SCALE, 2, kernel=k.concatenation, folds=True),
     _row("RESHAPE", Rule.SAME_SCALE, 1, float_inputs=(0,), reshapes=True, folds=True, layout="reshape"),
     _row("SQUEEZE", Rule.SAME_SCALE, 1, reshapes=True, folds=True),

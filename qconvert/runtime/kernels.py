@@ -180,6 +180,22 @@ def relu(call: OpCall) -> np.ndarray:
     return _finish(call, mbqm(call.inputs[0].astype(I64) - call.input_zps[0], m[0], s[0]) + call.output_zp)
 
 
+def leaky_relu(call: OpCall) -> np.ndarray:
+    """reference_ops::QuantizeLeakyRelu: ``x - in_zp`` through the identity pair where it is
+    ≥ 0, through the alpha pair where it is negative; plus ``out_zp``, clamped to int8."""
+    m, s = call.pairs(2)
+    v = call.inputs[0].astype(I64) - call.input_zps[0]
+    y = np.where(v >= 0, mbqm(v, m[0], s[0]), mbqm(v, m[1], s[1])) + call.output_zp
+    return np.clip(y, -128, 127).astype(np.int8)
+
+
+def reduce_max(call: OpCall) -> np.ndarray:
+    """REDUCE_MAX int8: the largest value over the axes (one scale for input and output)."""
+    x = call.inputs[0]
+    axes = tuple(int(a) % x.ndim for a in np.asarray(call.inputs[1]).reshape(-1))
+    return x.max(axis=axes, keepdims=bool(call.options.get("keep_dims", False))).astype(np.int8)
+
+
 def requantize(call: OpCall) -> np.ndarray:
     """QUANTIZE int8 → int8 (reference_ops::Requantize)."""
     m, s = call.pairs(1)
@@ -291,6 +307,8 @@ KERNELS: dict[str, Callable[[OpCall], np.ndarray]] = {
     "RELU": relu,
     "RELU6": relu,
     "RELU_N1_TO_1": relu,
+    "LEAKY_RELU": leaky_relu,
+    "REDUCE_MAX": reduce_max,
     "AVERAGE_POOL_2D": average_pool_2d,
     "MAX_POOL_2D": max_pool_2d,
     "MEAN": mean,

@@ -1,0 +1,122 @@
+"""One small graph per TensorFlow op that Keras layers produce (issue 16), each against
+TensorFlow's converter: the QAT form (FakeQuants around the op, ``from_frozen_graph`` with
+int8 inference) must give the same ops, op versions, I/O parameters and int8 outputs in
+LiteRT REF; the float form calibrated on the same samples must match TensorFlow's
+post-training quantization; and ``qconvert run`` must equal LiteRT REF on every int8 input.
+
+Adding an op to qconvert adds a builder here.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from typing import Callable
+
+import numpy as np
+import pytest
+
+tf = pytest.importorskip("tensorflow", reason="TensorFlow builds the graphs and is the oracle")
+
+SHAPE = [1, 4, 4, 3]
+
+
+def _leaky_relu(x, fq):  # type: ignore[no-untyped-def]
+    return fq(tf.nn.leaky_relu(x, alpha=0.2), -0.3, 1.0)
+
+
+def _identity_n(x, fq):  # type: ignore[no-untyped-def]
+    a, b = tf.identity_n([x, fq(tf.nn.relu(x), 0.0, 1.0)])
+    return fq(a + b, -1.0, 2.0)
+
+
+def _reduce_max(x, fq):  # type: ignore[no-untyped-def]
+    return tf.reduce_max(fq(tf.nn.relu(x), 0.0, 1.0), axis=[1, 2])  # same scale: no FakeQuant after it
+
+
+def _global_max_pool_keep(x, fq):  # type: ignore[no-untyped-def]
+    return tf.reduce_max(x, axis=[1, 2], keepdims=True)
+
+
+BUILDERS: dict[str, Callable] = {"leaky_relu": _leaky_relu, "identity_n": _identity_n,
+                                 "reduce_max": _reduce_max, "global_max_pool_keep": _global_max_pool_keep}
+
+
+def _graph(name: str, qat: bool) -> bytes:
+    tf1 = tf.compat.v1
+
+    def fq(t, lo, hi):  # type: ignore[no-untyped-def]
+        return tf.quantization.fake_quant_with_min_max_vars(t, lo, hi) if qat else t
+
+    g = tf.Graph()
+    with g.as_default():
+        x = tf1.placeholder(tf.float32, SHAPE, name="input")
+        tf.identity(BUILDERS[name](fq(x, -1.0, 1.0), fq), name="out")
+    return g.as_graph_def().SerializeToString()
+
+
+def _tf_qat(pb: bytes) -> bytes:
+    import oracle
+
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "m.pb")
+        with open(path, "wb") as f:
+            f.write(pb)
+        c = tf.compat.v1.lite.TFLiteConverter.from_frozen_graph(path, ["input"], ["out"], {"input": SHAPE})
+        c.inference_type = tf.int8
+        c.quantized_input_stats = {"input": oracle.input_stats(-1.0, 1.0)}
+        return c.convert()
+
+
+def _ops(tflite: bytes) -> list[tuple[str, int]]:
+    from qconvert.schema.reader import read_model
+
+    return [(op.builtin, op.version) for op in read_model(tflite).subgraphs[0].operators]
+
+
+@pytest.mark.parametrize("name", sorted(BUILDERS))
+def test_qat_graph_matches_tensorflow(name: str) -> None:
+    import oracle
+
+    from qconvert.api import convert_graph
+
+    pb = _graph(name, qat=True)
+    theirs = _tf_qat(pb)
+    ours = convert_graph(pb, {"input": (-1.0, 1.0)}, inputs=["input"], outputs=["out"]).model
+    assert _ops(ours) == _ops(theirs)
+    oracle.compare_models(ours, theirs, n_inputs=32, seed=3)
+
+
+@pytest.mark.parametrize("name", sorted(BUILDERS))
+def test_float_graph_matches_tensorflows_ptq(name: str) -> None:
+    import oracle
+
+    from qconvert.api import convert_graph
+
+    pb = _graph(name, qat=False)
+    samples = {"input": np.random.default_rng(7).uniform(-1, 1, (32, *SHAPE[1:])).astype(np.float32)}
+    theirs = oracle.tf_ptq_convert(oracle.FloatGraph(pb, ["input"], ["out"], {"input": SHAPE}), samples)
+    ours = convert_graph(pb, inputs=["input"], outputs=["out"], calibration_data=samples).model
+    report = oracle.compare_ptq(ours, theirs, samples, ["input"])
+    assert report.tensors > 0 and not report.zero_point_diffs and not report.weight_diffs, report
+    assert report.max_lsb == 0 and report.within_1 == report.outputs, report
+
+
+@pytest.mark.parametrize("name", sorted(BUILDERS))
+def test_run_equals_litert_on_every_int8_input(name: str) -> None:
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    from qconvert.api import convert_graph
+    from qconvert.runtime.interpreter import IntegerModel
+
+    model = convert_graph(_graph(name, qat=True), {"input": (-1.0, 1.0)}, inputs=["input"], outputs=["out"]).model
+    it = Interpreter(model_content=model, experimental_op_resolver_type=OpResolverType.BUILTIN_REF)
+    it.allocate_tensors()
+    ours = IntegerModel(model)
+    values = np.resize(np.arange(-128, 128, dtype=np.int8), (6, *SHAPE)).astype(np.int8)  # every value, 6 times
+    for x in values:
+        it.set_tensor(it.get_input_details()[0]["index"], x)
+        it.invoke()
+        expected = it.get_tensor(it.get_output_details()[0]["index"])
+        got = ours.run({"input": x})
+        np.testing.assert_array_equal(np.asarray(next(iter(got.values()))), expected)
