@@ -135,6 +135,21 @@ def reducer(op: str) -> Rewrite:
 mean = reducer("MEAN")
 
 
+def slice_(graph: Graph, node: Node) -> None:
+    _int32_const(graph, node, 1)
+    _int32_const(graph, node, 2)
+    node.attrs = {}
+    node.op = "SLICE"
+
+
+def expand_dims(graph: Graph, node: Node) -> None:
+    """ExpandDims on an activation is a RESHAPE to the output's shape, as TensorFlow writes it."""
+    shape = graph.tensors[node.outputs[0]].shape
+    node.inputs = [node.inputs[0], graph.add_const(f"{node.name}/shape", np.asarray(shape, np.int32))]
+    node.attrs = {"new_shape": [int(d) for d in shape]}
+    node.op = "RESHAPE"
+
+
 def leaky_relu(graph: Graph, node: Node) -> None:
     node.attrs = {"alpha": float(np.float32(node.attrs.get("alpha", 0.2)))}
     node.op = "LEAKY_RELU"

@@ -138,6 +138,28 @@ def shape_mean(node: Any, s: list[Shape], c: list[Any]) -> Shape:
     return tuple(d for i, d in enumerate(s[0]) if i not in axes)
 
 
+def shape_slice(node: Any, s: list[Shape], c: list[Any]) -> Shape:
+    begin = [int(v) for v in _const_input(node, c, 1, "begin").reshape(-1)]
+    size = [int(v) for v in _const_input(node, c, 2, "size").reshape(-1)]
+    x = s[0]
+    if len(begin) != len(x) or len(size) != len(x):
+        raise ConversionError(f"node '{node.name}' (Slice): begin {begin} / size {size} do not fit {list(x)}")
+    out = tuple(d - b if n == -1 else n for d, b, n in zip(x, begin, size))
+    if any(b < 0 or n < 0 or b + n > d for b, n, d in zip(begin, out, x)):
+        raise ConversionError(f"node '{node.name}' (Slice): begin {begin} / size {size} do not fit {list(x)}")
+    return out
+
+
+def shape_expand_dims(node: Any, s: list[Shape], c: list[Any]) -> Shape:
+    axis = int(_const_input(node, c, 1, "axis").reshape(-1)[0])
+    rank = len(s[0]) + 1
+    if not -rank <= axis < rank:
+        raise ConversionError(f"node '{node.name}' (ExpandDims): axis {axis} out of range for rank {rank}")
+    out = list(s[0])
+    out.insert(axis % rank, 1)
+    return tuple(out)
+
+
 def shape_reshape(node: Any, s: list[Shape], c: list[Any]) -> Shape:
     target = [int(v) for v in _const_input(node, c, 1, "target shape").reshape(-1)]
     total = int(np.prod(s[0], dtype=np.int64))
@@ -252,6 +274,9 @@ TF_OPS: dict[str, TfOp] = {
     "Relu6": TfOp("RELU6", shape_same, lg.plain("RELU6")),
     "LeakyRelu": TfOp("LEAKY_RELU", shape_same, lg.leaky_relu),
     "Max": TfOp("REDUCE_MAX", shape_mean, lg.reducer("REDUCE_MAX")),
+    "Sum": TfOp("SUM", shape_mean, lg.reducer("SUM")),
+    "Slice": TfOp("SLICE", shape_slice, lg.slice_),
+    "ExpandDims": TfOp("RESHAPE", shape_expand_dims, lg.expand_dims),
     "Maximum": TfOp("MAXIMUM", shape_broadcast, lg.plain("MAXIMUM")),
     "Minimum": TfOp("MINIMUM", shape_broadcast, lg.plain("MINIMUM")),
     "AvgPool": TfOp("AVERAGE_POOL_2D", shape_pool, lg.pool("AVERAGE_POOL_2D")),

@@ -150,6 +150,17 @@ def leaky_relu(node: Any, x: np.ndarray) -> np.ndarray:
     return np.where(x >= 0, x, x * np.float32(node.attrs.get("alpha", 0.2))).astype(np.float32)
 
 
+def reduce_sum(node: Any, x: np.ndarray, axes: np.ndarray) -> np.ndarray:
+    ax = tuple(int(a) % x.ndim for a in np.asarray(axes).reshape(-1))
+    return x.sum(axis=ax, keepdims=bool(node.attrs.get("keep_dims", False)), dtype=np.float32)
+
+
+def slice_(node: Any, x: np.ndarray, begin: np.ndarray, size: np.ndarray) -> np.ndarray:
+    b = [int(v) for v in np.asarray(begin).reshape(-1)]
+    s = [int(v) for v in np.asarray(size).reshape(-1)]
+    return x[tuple(slice(bi, x.shape[d] if si == -1 else bi + si) for d, (bi, si) in enumerate(zip(b, s)))]
+
+
 def reduce_max(node: Any, x: np.ndarray, axes: np.ndarray) -> np.ndarray:
     ax = tuple(int(a) % x.ndim for a in np.asarray(axes).reshape(-1))
     return x.max(axis=ax, keepdims=bool(node.attrs.get("keep_dims", False)))

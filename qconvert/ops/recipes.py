@@ -72,6 +72,13 @@ def mean(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> Par
     return {"pairs": [(m.multiplier, m.shift)]}
 
 
+def sum_(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> Parts:
+    """SUM (reduce.cc ``PrepareMeanOrSum``): ``QuantizeMultiplier(double(in) / double(out))``;
+    the kernel sums ``x - in_zp`` and rescales, with no 1/n fold."""
+    x = _input(ins, 0)
+    return {"pairs": [qm.quantize_multiplier(float(np.float32(x.s)) / float(np.float32(out.s)))]}
+
+
 def relu(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> Parts:
     """Standalone RELU / RELU6 / RELU_N1_TO_1: the ratio, and the activation's own clamp."""
     return {"pairs": [qm.relu_requant(_input(ins, 0).s, out.s)],

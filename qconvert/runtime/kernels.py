@@ -229,6 +229,19 @@ def mean(call: OpCall) -> np.ndarray:
     return _finish(call, reduce.mean(call))
 
 
+def sum_(call: OpCall) -> np.ndarray:
+    return _finish(call, reduce.sum_(call))
+
+
+def slice_(call: OpCall) -> np.ndarray:
+    """SLICE: ``begin`` and ``size`` (−1: to the end) per dimension; one scale in and out."""
+    x = call.inputs[0]
+    begin = [int(b) for b in np.asarray(call.inputs[1]).reshape(-1)]
+    size = [int(s) for s in np.asarray(call.inputs[2]).reshape(-1)]
+    index = tuple(slice(b, x.shape[d] if s == -1 else b + s) for d, (b, s) in enumerate(zip(begin, size)))
+    return x[index].astype(np.int8)
+
+
 # ---------------------------------------------------------------------------
 # data movement
 
@@ -309,6 +322,8 @@ KERNELS: dict[str, Callable[[OpCall], np.ndarray]] = {
     "RELU_N1_TO_1": relu,
     "LEAKY_RELU": leaky_relu,
     "REDUCE_MAX": reduce_max,
+    "SUM": sum_,
+    "SLICE": slice_,
     "AVERAGE_POOL_2D": average_pool_2d,
     "MAX_POOL_2D": max_pool_2d,
     "MEAN": mean,

@@ -19,6 +19,15 @@ from qconvert.runtime.fixed_point import I64, mbqm, wrap32
 
 
 def mean(call: Any) -> np.ndarray:
+    return _mean_or_sum(call, fold=True)
+
+
+def sum_(call: Any) -> np.ndarray:
+    """SUM int8: the same path without the 1/n fold (``compute_sum``)."""
+    return _mean_or_sum(call, fold=False)
+
+
+def _mean_or_sum(call: Any, fold: bool) -> np.ndarray:
     x = call.inputs[0].astype(I64)
     axes = sorted({int(a) % x.ndim for a in np.asarray(call.inputs[1]).reshape(-1)})
     n = int(np.prod([x.shape[a] for a in axes])) if axes else 1
@@ -27,6 +36,6 @@ def mean(call: Any) -> np.ndarray:
     sums = x.sum(axis=tuple(axes)) if axes else x
     if n == 0:
         return np.zeros(call.output_shape, I64)
-    folded, folded_shift = fold_mean_multiplier(m, s, n)
+    folded, folded_shift = fold_mean_multiplier(m, s, n) if fold else (m, s)
     y = mbqm(wrap32(sums - call.input_zps[0] * n), folded, folded_shift) + call.output_zp
     return y.reshape(call.output_shape)

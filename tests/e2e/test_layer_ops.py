@@ -38,8 +38,35 @@ def _global_max_pool_keep(x, fq):  # type: ignore[no-untyped-def]
     return tf.reduce_max(x, axis=[1, 2], keepdims=True)
 
 
+def _reduce_sum(x, fq):  # type: ignore[no-untyped-def]
+    return fq(tf.reduce_sum(x, axis=[1, 2]), -8.0, 8.0)
+
+
+def _slice(x, fq):  # type: ignore[no-untyped-def]
+    return tf.slice(x, [0, 1, 1, 0], [1, 2, -1, 2])
+
+
+def _expand_dims(x, fq):  # type: ignore[no-untyped-def]
+    return fq(tf.nn.relu(tf.expand_dims(x, 1)), 0.0, 1.0)
+
+
+def _conv1d(x, fq):  # type: ignore[no-untyped-def]
+    # per-tensor weight FakeQuant: TF 2.21 rejects a per-channel one through conv1d's ExpandDims
+    w = np.random.default_rng(0).normal(0, 0.3, (3, 3, 4)).astype(np.float32)
+    m = float(np.abs(w).max())
+    wq = fq(tf.constant(w), -m, m) if isinstance(fq(x, 0.0, 1.0), tf.Tensor) and fq(x, 0.0, 1.0) is not x \
+        else tf.constant(w)
+    return fq(tf.nn.conv1d(tf.reshape(x, [1, 16, 3]), wq, 1, "SAME"), -3.0, 3.0)
+
+
 BUILDERS: dict[str, Callable] = {"leaky_relu": _leaky_relu, "identity_n": _identity_n,
-                                 "reduce_max": _reduce_max, "global_max_pool_keep": _global_max_pool_keep}
+                                 "reduce_max": _reduce_max, "global_max_pool_keep": _global_max_pool_keep,
+                                 "reduce_sum": _reduce_sum, "slice": _slice, "expand_dims": _expand_dims,
+                                 "conv1d": _conv1d}
+
+
+OPTIMIZED_ORACLE = {"reduce_sum"}
+SHAPE_ONLY = {"RESHAPE", "SQUEEZE"}
 
 
 def _graph(name: str, qat: bool) -> bytes:
@@ -83,7 +110,10 @@ def test_qat_graph_matches_tensorflow(name: str) -> None:
     pb = _graph(name, qat=True)
     theirs = _tf_qat(pb)
     ours = convert_graph(pb, {"input": (-1.0, 1.0)}, inputs=["input"], outputs=["out"]).model
-    assert _ops(ours) == _ops(theirs)
+    # the same compute ops and versions; shape-only ops may differ (TensorFlow writes a Squeeze as
+    # RESHAPE, merges RESHAPE chains and may move a unary op across one: README, where we differ)
+    assert sorted(o for o in _ops(ours) if o[0] not in SHAPE_ONLY) == \
+        sorted(o for o in _ops(theirs) if o[0] not in SHAPE_ONLY)
     oracle.compare_models(ours, theirs, n_inputs=32, seed=3)
 
 
@@ -98,7 +128,9 @@ def test_float_graph_matches_tensorflows_ptq(name: str) -> None:
     theirs = oracle.tf_ptq_convert(oracle.FloatGraph(pb, ["input"], ["out"], {"input": SHAPE}), samples)
     ours = convert_graph(pb, inputs=["input"], outputs=["out"], calibration_data=samples).model
     report = oracle.compare_ptq(ours, theirs, samples, ["input"])
-    assert report.tensors > 0 and not report.zero_point_diffs and not report.weight_diffs, report
+    # tensors after shape-only ops may be calibrated differently where TensorFlow reorders them
+    shape_op_diffs = [d for d in report.zero_point_diffs if d.split()[0] in SHAPE_ONLY]
+    assert report.tensors > 0 and report.zero_point_diffs == shape_op_diffs and not report.weight_diffs, report
     assert report.max_lsb == 0 and report.within_1 == report.outputs, report
 
 
@@ -110,7 +142,10 @@ def test_run_equals_litert_on_every_int8_input(name: str) -> None:
     from qconvert.runtime.interpreter import IntegerModel
 
     model = convert_graph(_graph(name, qat=True), {"input": (-1.0, 1.0)}, inputs=["input"], outputs=["out"]).model
-    it = Interpreter(model_content=model, experimental_op_resolver_type=OpResolverType.BUILTIN_REF)
+    # LiteRT's reference SUM reads int8 data as uint8 (reduce.cc passes GetTensorData<uint8_t> to
+    # reference_ops::QuantizedMeanOrSum for every 8-bit type): there the optimized kernel is the oracle
+    resolver = OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES if name in OPTIMIZED_ORACLE else OpResolverType.BUILTIN_REF
+    it = Interpreter(model_content=model, experimental_op_resolver_type=resolver)
     it.allocate_tensors()
     ours = IntegerModel(model)
     values = np.resize(np.arange(-128, 128, dtype=np.int8), (6, *SHAPE)).astype(np.int8)  # every value, 6 times
