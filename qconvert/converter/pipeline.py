@@ -36,7 +36,13 @@ from qconvert.legalize.input_ranges import set_input_ranges
 from qconvert.legalize.tf_ops import legalize_ops
 from qconvert.prepare.check import check_quantizable
 from qconvert.prepare.default_ranges import apply_default_ranges
-from qconvert.prepare.fuse import fold_mul_into_weights, fuse_activation, fuse_add_into_fully_connected, fuse_bias_add
+from qconvert.prepare.fuse import (
+    fold_mul_into_weights,
+    fuse_activation,
+    fuse_add_into_fully_connected,
+    fuse_bias_add,
+    fuse_hard_swish,
+)
 from qconvert.prepare.propagate import propagate_quant_params
 from qconvert.quantize_pass.back_to_back import drop_back_to_back_fake_quant
 from qconvert.quantize_pass.constants import quantize_constants
@@ -70,8 +76,9 @@ STAGES: tuple[Stage, ...] = (
           (fold_dilated_conv, legalize_fake_quant, legalize_clamps, legalize_ops)),
     Stage("fold", "fold", "constants, FakeQuant on weights (TF's float32 kernel), weight layouts, identities",
           (fold_constants, hoist_layout, fold_constants, drop_fake_quant, remove_identity_arith)),
-    Stage("fuse", "prepare", "bias adds and BatchNorm into weights/bias; ReLU/ReLU6/ReLU1 into the op",
-          (fuse_add_into_fully_connected, fuse_bias_add, fold_mul_into_weights, fuse_bias_add, fuse_activation)),
+    Stage("fuse", "prepare", "bias adds and BatchNorm into weights/bias; ReLU/ReLU6/ReLU1 into the op; hard-swish",
+          (fuse_add_into_fully_connected, fuse_bias_add, fold_mul_into_weights, fuse_bias_add, fuse_activation,
+           fuse_hard_swish)),
     Stage("calibrate", "calibration", "float graphs: ranges from --calibration-data / --ranges-file",
           (calibrate,)),
     Stage("prepare", "prepare", "propagate parameters (bias = in×w, same-scale, fixed-output, requantize); "

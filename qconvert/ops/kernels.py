@@ -166,6 +166,12 @@ def reduce_max(node: Any, x: np.ndarray, axes: np.ndarray) -> np.ndarray:
     return x.max(axis=ax, keepdims=bool(node.attrs.get("keep_dims", False)))
 
 
+def hard_swish(node: Any, x: np.ndarray) -> np.ndarray:
+    """TFLite's float HARD_SWISH: ``x · min(6, max(0, x + 3)) / 6`` in float32."""
+    f = np.float32
+    return (x * np.minimum(f(6), np.maximum(f(0), x + f(3))) / f(6)).astype(np.float32)
+
+
 def relu(node: Any, x: np.ndarray) -> np.ndarray:
     return np.maximum(x, np.float32(0))
 

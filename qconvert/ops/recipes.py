@@ -96,6 +96,12 @@ def leaky_relu(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) 
     return {"pairs": [qm.quantize_multiplier(identity), qm.quantize_multiplier(scaled)]}
 
 
+def hard_swish(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> Parts:
+    """HARD_SWISH: the 256-entry table of TFLite's reference int8 kernel (table flag)."""
+    x = _input(ins, 0)
+    return {"table": qm.hard_swish_table(x.s, x.zp, out.s, out.zp), "clamp": (-128, 127)}
+
+
 def softmax(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> Parts:
     beta = options.get("beta")
     return {"pairs": [qm.softmax_requant(_input(ins, 0).s, 1.0 if beta is None else float(beta))]}

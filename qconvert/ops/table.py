@@ -60,6 +60,7 @@ class OpRow:
     dropped_after_legalize: bool = False  # FAKE_QUANT: its range already lives in a Q/DQ pair
     # calibration
     in_place: bool = False  # TFLite's kernels may share the output buffer with an input
+    arith: str | None = None  # element-wise "add" / "sub" / "mul": what pattern fusions look for
     # requantization (quantize pass, dump, run)
     requant: Callable[..., dict[str, Any]] | None = None
     version: Callable[..., int] | None = None  # the int8 version when it depends on the scales
@@ -80,11 +81,11 @@ TABLE: dict[str, OpRow] = dict([
     _row("FULLY_CONNECTED", Rule.WEIGHTED, 4, fuses_activation=True, float_inputs=(0,),
          kernel=k.fully_connected, requant=r.fully_connected),
     _row("ADD", Rule.FREE, 2, fuses_activation=True, bias_sign=1, neutral=(0.0, (0, 1)), in_place=True,
-         kernel=k.binary(lambda a, b: a + b), folds=True, requant=r.add_sub),
+         kernel=k.binary(lambda a, b: a + b), folds=True, requant=r.add_sub, arith="add"),
     _row("SUB", Rule.FREE, 2, fuses_activation=True, bias_sign=-1, neutral=(0.0, (1,)), in_place=True,
-         kernel=k.binary(lambda a, b: a - b), folds=True, requant=r.add_sub),
+         kernel=k.binary(lambda a, b: a - b), folds=True, requant=r.add_sub, arith="sub"),
     _row("MUL", Rule.FREE, 2, fuses_activation=True, scales_weights=True, neutral=(1.0, (0, 1)), in_place=True,
-         kernel=k.binary(lambda a, b: a * b), folds=True, requant=r.mul, version=r.mul_version),
+         kernel=k.binary(lambda a, b: a * b), folds=True, requant=r.mul, version=r.mul_version, arith="mul"),
     _row("MEAN", Rule.FREE, 2, float_inputs=(0,), removable_if_same_shape=True, kernel=k.mean, requant=r.mean),
     _row("SUM", Rule.FREE, 2, float_inputs=(0,), kernel=k.reduce_sum, requant=r.sum_),
     _row("SLICE", Rule.SAME_SCALE, 2, float_inputs=(0,), kernel=k.slice_, folds=True),
@@ -92,6 +93,7 @@ TABLE: dict[str, OpRow] = dict([
     _row("RELU6", Rule.FREE, 2, activation="RELU6", kernel=k.relu6, requant=r.relu),
     _row("RELU_N1_TO_1", Rule.FREE, 1, activation="RELU_N1_TO_1", kernel=k.relu_n1_to_1, requant=r.relu),
     _row("LEAKY_RELU", Rule.FREE, 1, kernel=k.leaky_relu, requant=r.leaky_relu),  # TF 2.21 writes v1 for int8
+    _row("HARD_SWISH", Rule.FREE, 1, kernel=k.hard_swish, requant=r.hard_swish),  # fused from x·relu6(x+3)/6
     _row("MAXIMUM", Rule.SAME_SCALE, 2, kernel=k.maximum, folds=True),
     _row("MINIMUM", Rule.SAME_SCALE, 2, kernel=k.minimum, folds=True),
     _row("AVERAGE_POOL_2D", Rule.SAME_SCALE, 2, kernel=k.average_pool_2d),
@@ -114,6 +116,8 @@ TABLE: dict[str, OpRow] = dict([
 
 # The fused_activation_function values a kernel clamps to (kernel_util.cc).
 CLAMPS = ("NONE", "RELU", "RELU6", "RELU_N1_TO_1")
+# hard-swish's gate relu6(x + 3): the ADD's fused activation once RELU6 has fused into it
+HARD_SWISH_GATE = TABLE["RELU6"].activation
 
 
 def row(op: str) -> OpRow | None:

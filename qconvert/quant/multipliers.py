@@ -230,6 +230,81 @@ def activation_table(kind: str, in_scale: float, in_zp: int, out_scale: float, o
     return [int(v) for v in table]
 
 
+def _int16(v: int) -> int:
+    return ((int(v) + 2**15) & 0xFFFF) - 2**15
+
+
+def _srdhm16(a: int, b: int) -> int:
+    """gemmlowp SaturatingRoundingDoublingHighMul on int16: round(a·b / 2^15), ties up."""
+    if a == b == -(2**15):
+        return 2**15 - 1
+    ab = a * b
+    nudge = (1 << 14) if ab >= 0 else 1 - (1 << 14)
+    q = ab + nudge
+    return _int16(q // (1 << 15) if q >= 0 else -((-q) // (1 << 15)))  # C++ division truncates
+
+
+def _sdhm16(a: int, b: int) -> int:
+    """reference_ops::SaturatingDoublingHighMul (hard_swish.h): ``a·b / 2^15`` truncated."""
+    if a == b == -(2**15):
+        return 2**15 - 1
+    ab = a * b
+    return _int16(ab // (1 << 15) if ab >= 0 else -((-ab) // (1 << 15)))
+
+
+def _rdpot16(x: int, exponent: int) -> int:
+    mask = (1 << exponent) - 1
+    remainder = x & mask
+    threshold = (mask >> 1) + (1 if x < 0 else 0)
+    return _int16((x >> exponent) + (1 if remainder > threshold else 0))
+
+
+def _saturating_left_shift16(v: int, amount: int) -> int:
+    return max(-(2**15), min(2**15 - 1, v * (1 << amount)))
+
+
+def downscale_multiplier_int16(m: int) -> int:
+    """``DownScaleInt32ToInt16Multiplier`` (lite/kernels/internal/common.h): round to 16 bits."""
+    if m >= 2**31 - 1 - (1 << 15):
+        return 2**15 - 1
+    return (m + (1 << 15)) >> 16
+
+
+def hard_swish_table(in_scale: float, in_zp: int, out_scale: float, out_zp: int) -> list[int]:
+    """The 256 int8 outputs of TFLite's int8 HARD_SWISH, indexed by ``uint8(x)``.
+
+    Prepare (activations.cc ``HardSwishPrepare``), in float32: ``hires = in_scale / 128``,
+    output multiplier ``hires / out_scale`` and "reluish" multiplier ``hires / (3 / 32768)``,
+    each through ``QuantizeMultiplier`` and ``DownScaleInt32ToInt16Multiplier`` (the output
+    exponent must be ≤ 0). Eval: reference_ops::HardSwish (hard_swish.h) in int16 fixed point.
+    """
+    f = np.float32
+    hires = f(f(1.0 / 128.0) * f(in_scale))
+    out_m, out_e = quantize_multiplier(float(f(hires / f(out_scale))))
+    if out_e > 0:
+        raise ValueError(f"HARD_SWISH output multiplier exponent {out_e} > 0 (input scale too large for the output)")
+    rel_m, rel_e = quantize_multiplier(float(f(hires / f(f(3.0) / f(32768.0)))))
+    out_m16, rel_m16 = downscale_multiplier_int16(out_m), downscale_multiplier_int16(rel_m)
+    table = [0] * 256
+    for x in range(-128, 128):
+        v = _int16(x - int(in_zp))
+        hires_v = _int16(v * 128)
+        preshift = _srdhm16(hires_v, out_m16)
+        reluish = hires_v
+        if rel_e > 0:
+            reluish = _saturating_left_shift16(reluish, rel_e - 1)
+        reluish = _srdhm16(reluish, rel_m16)
+        if rel_e > 0:
+            reluish = _saturating_left_shift16(reluish, 1)
+        if rel_e < 0:
+            reluish = _rdpot16(reluish, -rel_e)
+        reluish = (reluish + (1 << 15)) >> 1
+        out = _rdpot16(_sdhm16(reluish, preshift), -out_e)
+        out = _int16(out + int(out_zp))
+        table[x & 0xFF] = max(-128, min(127, out))
+    return table
+
+
 @dataclass(frozen=True)
 class MeanRequant:
     """MEAN int8 parameters.

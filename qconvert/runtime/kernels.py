@@ -338,4 +338,5 @@ KERNELS: dict[str, Callable[[OpCall], np.ndarray]] = {
     "SOFTMAX": transcendental.softmax,
     "LOGISTIC": transcendental.logistic,
     "TANH": transcendental.tanh,
+    "HARD_SWISH": transcendental.lookup,
 }

@@ -126,6 +126,11 @@ def _lookup(call: Any) -> np.ndarray:
     return lut[call.inputs[0].astype(np.uint8)]
 
 
+def lookup(call: Any) -> np.ndarray:
+    """An op stored as its 256-entry int8 table (HARD_SWISH)."""
+    return _lookup(call)
+
+
 def logistic(call: Any) -> np.ndarray:
     return _lookup(call)
 

@@ -59,7 +59,25 @@ def _conv1d(x, fq):  # type: ignore[no-untyped-def]
     return fq(tf.nn.conv1d(tf.reshape(x, [1, 16, 3]), wq, 1, "SAME"), -3.0, 3.0)
 
 
-BUILDERS: dict[str, Callable] = {"leaky_relu": _leaky_relu, "identity_n": _identity_n,
+def _hard_swish_keras(x, fq):  # type: ignore[no-untyped-def]
+    h = tf.nn.conv2d(x, _weights(fq), [1, 1, 1, 1], "SAME")
+    h = fq(h, -4.0, 4.0)
+    return fq(h * (tf.nn.relu6(h + 3.0) * (1.0 / 6.0)), -0.4, 4.0)  # keras.applications' hard_swish
+
+
+def _hard_swish_product(x, fq):  # type: ignore[no-untyped-def]
+    h = fq(tf.nn.conv2d(x, _weights(fq), [1, 1, 1, 1], "SAME"), -4.0, 4.0)
+    return fq(h * tf.nn.relu6(h + 3.0) * (1.0 / 6.0), -0.4, 4.0)
+
+
+def _weights(fq):  # type: ignore[no-untyped-def]
+    w = np.random.default_rng(4).normal(0, 0.8, (1, 1, 3, 8)).astype(np.float32)
+    m = float(np.abs(w).max())
+    return fq(tf.constant(w), -m, m) if fq(tf.constant(1.0), 0.0, 2.0).op.type.startswith("FakeQuant") else tf.constant(w)
+
+
+BUILDERS: dict[str, Callable] = {"hard_swish_keras": _hard_swish_keras, "hard_swish_product": _hard_swish_product,
+                                 "leaky_relu": _leaky_relu, "identity_n": _identity_n,
                                  "reduce_max": _reduce_max, "global_max_pool_keep": _global_max_pool_keep,
                                  "reduce_sum": _reduce_sum, "slice": _slice, "expand_dims": _expand_dims,
                                  "conv1d": _conv1d}
