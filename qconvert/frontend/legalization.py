@@ -150,6 +150,24 @@ def expand_dims(graph: Graph, node: Node) -> None:
     node.op = "RESHAPE"
 
 
+def real_div(graph: Graph, node: Node) -> None:
+    """``x / c`` with a constant ``c`` ⇒ ``MUL(x, 1/c)`` (the reciprocal in float32), as
+    TensorFlow rewrites it; a MUL after a convolution then folds into its weights."""
+    c = graph.const(node.inputs[1])
+    if c is None or graph.is_const(node.inputs[0]):
+        raise ConversionError(f"node '{node.name}' (RealDiv): only a division by a constant is supported")
+    node.inputs[1] = graph.add_const(f"{node.name}/reciprocal", (np.float32(1) / np.asarray(c, np.float32)))
+    node.attrs = {"fused_activation_function": "NONE"}
+    node.op = "MUL"
+
+
+def resize_nearest_neighbor(graph: Graph, node: Node) -> None:
+    _int32_const(graph, node, 1)
+    node.attrs = {"align_corners": bool(node.attrs.get("align_corners", False)),
+                  "half_pixel_centers": bool(node.attrs.get("half_pixel_centers", False))}
+    node.op = "RESIZE_NEAREST_NEIGHBOR"
+
+
 def leaky_relu(graph: Graph, node: Node) -> None:
     node.attrs = {"alpha": float(np.float32(node.attrs.get("alpha", 0.2)))}
     node.op = "LEAKY_RELU"

@@ -150,6 +150,13 @@ def shape_slice(node: Any, s: list[Shape], c: list[Any]) -> Shape:
     return out
 
 
+def shape_resize(node: Any, s: list[Shape], c: list[Any]) -> Shape:
+    size = [int(v) for v in _const_input(node, c, 1, "size").reshape(-1)]
+    if len(s[0]) != 4 or len(size) != 2 or min(size) < 1:
+        raise ConversionError(f"node '{node.name}' ({node.op}): size {size} does not fit {list(s[0])}")
+    return (s[0][0], size[0], size[1], s[0][3])
+
+
 def shape_expand_dims(node: Any, s: list[Shape], c: list[Any]) -> Shape:
     axis = int(_const_input(node, c, 1, "axis").reshape(-1)[0])
     rank = len(s[0]) + 1
@@ -267,6 +274,8 @@ TF_OPS: dict[str, TfOp] = {
     "AddV2": TfOp("ADD", shape_broadcast, lg.plain("ADD", fused_activation_function="NONE")),
     "Sub": TfOp("SUB", shape_broadcast, lg.plain("SUB", fused_activation_function="NONE")),
     "Mul": TfOp("MUL", shape_broadcast, lg.plain("MUL", fused_activation_function="NONE")),
+    "RealDiv": TfOp("MUL", shape_broadcast, lg.real_div),
+    "ResizeNearestNeighbor": TfOp("RESIZE_NEAREST_NEIGHBOR", shape_resize, lg.resize_nearest_neighbor),
     "FusedBatchNorm": TfOp("MUL", shape_batch_norm, lg.fused_batch_norm),
     "FusedBatchNormV2": TfOp("MUL", shape_batch_norm, lg.fused_batch_norm),
     "FusedBatchNormV3": TfOp("MUL", shape_batch_norm, lg.fused_batch_norm),

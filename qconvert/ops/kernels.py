@@ -20,7 +20,7 @@ import numpy as np
 
 from qconvert import quant
 from qconvert.errors import ConversionError
-from qconvert.ops.windows import windows
+from qconvert.ops.windows import nearest_indices, windows
 
 Kernel = Callable[..., np.ndarray]
 
@@ -170,6 +170,14 @@ def hard_swish(node: Any, x: np.ndarray) -> np.ndarray:
     """TFLite's float HARD_SWISH: ``x · min(6, max(0, x + 3)) / 6`` in float32."""
     f = np.float32
     return (x * np.minimum(f(6), np.maximum(f(0), x + f(3))) / f(6)).astype(np.float32)
+
+
+def resize_nearest_neighbor(node: Any, x: np.ndarray, size: np.ndarray) -> np.ndarray:
+    oh, ow = (int(v) for v in np.asarray(size).reshape(-1))
+    ac, hp = bool(node.attrs.get("align_corners", False)), bool(node.attrs.get("half_pixel_centers", False))
+    rows = nearest_indices(x.shape[1], oh, ac, hp)
+    cols = nearest_indices(x.shape[2], ow, ac, hp)
+    return x[:, rows][:, :, cols]
 
 
 def relu(node: Any, x: np.ndarray) -> np.ndarray:

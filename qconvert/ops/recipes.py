@@ -113,7 +113,13 @@ def lookup_table(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]
     return {"table": qm.activation_table(row.name, x.s, x.zp, out.s, out.zp), "clamp": (-128, 127)}
 
 
-def mul_version(row: Any, ins: Inputs, out: Operand) -> int:
+def resize_version(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> int:
+    """RESIZE_NEAREST_NEIGHBOR int8: version 2, 3 with align_corners or half_pixel_centers
+    (measured on TF 2.21)."""
+    return 3 if options.get("align_corners") or options.get("half_pixel_centers") else row.int8_version
+
+
+def mul_version(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> int:
     """MUL is version 3 when its rescale factor in1·in2/out is at least 1 (float32)."""
     a, b, o = (np.float32(t.s) for t in (_input(ins, 0), _input(ins, 1), out))
     return 3 if np.float32(a * b) / o >= 1.0 else row.int8_version

@@ -98,6 +98,8 @@ TABLE: dict[str, OpRow] = dict([
     _row("MINIMUM", Rule.SAME_SCALE, 2, kernel=k.minimum, folds=True),
     _row("AVERAGE_POOL_2D", Rule.SAME_SCALE, 2, kernel=k.average_pool_2d),
     _row("MAX_POOL_2D", Rule.SAME_SCALE, 2, kernel=k.max_pool_2d),
+    _row("RESIZE_NEAREST_NEIGHBOR", Rule.SAME_SCALE, 2, float_inputs=(0,), kernel=k.resize_nearest_neighbor,
+         version=r.resize_version),
     _row("REDUCE_MAX", Rule.SAME_SCALE, 2, float_inputs=(0,), kernel=k.reduce_max),
     _row("CONCATENATION", Rule.SAME_SCALE, 2, kernel=k.concatenation, folds=True),
     _row("RESHAPE", Rule.SAME_SCALE, 1, float_inputs=(0,), reshapes=True, folds=True, layout="reshape"),
@@ -152,10 +154,11 @@ def requant(op: str, inputs: Sequence[Operand | None], output: Operand, options:
                    wide=parts.get("wide"))
 
 
-def int8_version(op: str, operands: Callable[[], tuple[Sequence[Operand | None], Operand]]) -> int:
+def int8_version(op: str, operands: Callable[[], tuple[Sequence[Operand | None], Operand]],
+                 options: Mapping[str, Any]) -> int:
     """The version TensorFlow writes for the int8 form of ``op`` (1 for an op not in the table).
-    ``operands()`` gives (inputs, output), asked for only when the version depends on the scales."""
+    ``operands()`` gives (inputs, output), asked for only when the version depends on them."""
     r_ = TABLE.get(op)
     if r_ is None:
         return 1
-    return r_.version(r_, *operands()) if r_.version is not None else r_.int8_version
+    return r_.version(r_, *operands(), options) if r_.version is not None else r_.int8_version

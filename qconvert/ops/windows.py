@@ -19,6 +19,20 @@ def window_out(size: int, k: int, stride: int, dilation: int, padding: str) -> i
     raise ConversionError(f"padding '{padding}' is not supported; use SAME or VALID")
 
 
+def nearest_indices(in_size: int, out_size: int, align_corners: bool, half_pixel_centers: bool) -> np.ndarray:
+    """Source index of each output index in a nearest-neighbour resize (TFLite's
+    ``GetNearestNeighbor``: float32 scale, round with align_corners, floor otherwise)."""
+    f = np.float32
+    scale = (f(in_size - 1) / f(out_size - 1) if align_corners and out_size > 1 else f(in_size) / f(out_size))
+    pos = (np.arange(out_size, dtype=f) + f(0.5 if half_pixel_centers else 0.0)) * scale
+    if align_corners:
+        idx = np.where(pos >= 0, np.floor(pos + f(0.5)), np.ceil(pos - f(0.5))).astype(np.int64)
+    else:
+        idx = np.floor(pos).astype(np.int64)
+    idx = np.minimum(idx, in_size - 1)
+    return np.maximum(idx, 0) if half_pixel_centers else idx
+
+
 def window_padding(size: int, k: int, stride: int, dilation: int, padding: str) -> tuple[int, int, int]:
     """(output size, pad before, pad after) as TensorFlow computes SAME / VALID."""
     out = window_out(size, k, stride, dilation, padding)

@@ -5,7 +5,7 @@
    all zeros (TensorFlow's FuseAddAndFullyConnected, applied bottom-up: see fuse_add_into_fully_connected)
 1. ``CONV_2D | DEPTHWISE_CONV_2D | FULLY_CONNECTED (…, bias) ──▶ ADD(·, c)``
    ⇒ the op with ``bias + c``, when ``c`` is a constant of one value per output
-   channel and the op's output has no other reader (also ``SUB``: ``bias - c``).
+   channel or a scalar and the op's output has no other reader (also ``SUB``: ``bias - c``).
 2. ``op ──▶ RELU | RELU6 | RELU_N1_TO_1`` ⇒ ``op`` with ``fused_activation_function``
    set, for ops whose TFLite kernel clamps (conv, depthwise, FC, ADD, SUB, MUL).
 3. ``x · relu6(x + 3) · (1/6)`` ⇒ ``HARD_SWISH(x)`` (see fuse_hard_swish).
@@ -126,9 +126,9 @@ def _fuse_following_bias(graph: Graph, node: Node, dead: list[Node]) -> bool:
     bias = graph.tensors[node.inputs[2]]
     c = np.asarray(graph.const(add.inputs[1]), dtype=np.float32)
     channels = bias.shape[0]
-    if c.size != channels or (c.ndim > 0 and c.shape[-1] != channels) or c.dtype != np.float32:
+    if c.dtype != np.float32 or not (c.size == 1 or (c.size == channels and c.shape[-1] == channels)):
         return False
-    c = c.reshape(channels)
+    c = np.broadcast_to(c.reshape(-1), (channels,))  # a scalar adds to every channel's bias
     new = bias.data + c if row(add.op).bias_sign > 0 else bias.data - c  # type: ignore[union-attr]
     _absorb(graph, node, add, new.astype(np.float32), dead)
     return True

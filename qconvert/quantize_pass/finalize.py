@@ -46,7 +46,7 @@ def assign_versions(graph: Graph, ctx: Context) -> bool:
         if node in ctx.float_ops:
             node.version = 1
             continue
-        node.version = int8_version(node.op, lambda: _operands(graph, node))  # noqa: B023  (called at once)
+        node.version = int8_version(node.op, lambda: _operands(graph, node), node.attrs)  # noqa: B023
     return True
 
 

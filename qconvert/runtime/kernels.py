@@ -25,7 +25,7 @@ from typing import Any, Callable
 import numpy as np
 
 from qconvert.errors import KernelError
-from qconvert.ops.windows import windows
+from qconvert.ops.windows import nearest_indices, windows
 from qconvert.runtime import reduce, transcendental
 from qconvert.runtime.fixed_point import I64, mbqm, scale_by_binary64
 
@@ -196,6 +196,16 @@ def reduce_max(call: OpCall) -> np.ndarray:
     return x.max(axis=axes, keepdims=bool(call.options.get("keep_dims", False))).astype(np.int8)
 
 
+def resize_nearest_neighbor(call: OpCall) -> np.ndarray:
+    """reference_ops::ResizeNearestNeighbor: each output pixel copies its nearest source."""
+    x = call.inputs[0]
+    oh, ow = call.output_shape[1:3]
+    ac, hp = bool(call.options.get("align_corners")), bool(call.options.get("half_pixel_centers"))
+    rows = nearest_indices(x.shape[1], oh, ac, hp)
+    cols = nearest_indices(x.shape[2], ow, ac, hp)
+    return x[:, rows][:, :, cols].astype(np.int8)
+
+
 def requantize(call: OpCall) -> np.ndarray:
     """QUANTIZE int8 → int8 (reference_ops::Requantize)."""
     m, s = call.pairs(1)
@@ -324,6 +334,7 @@ KERNELS: dict[str, Callable[[OpCall], np.ndarray]] = {
     "REDUCE_MAX": reduce_max,
     "SUM": sum_,
     "SLICE": slice_,
+    "RESIZE_NEAREST_NEIGHBOR": resize_nearest_neighbor,
     "AVERAGE_POOL_2D": average_pool_2d,
     "MAX_POOL_2D": max_pool_2d,
     "MEAN": mean,
