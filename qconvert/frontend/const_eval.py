@@ -14,6 +14,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from qconvert.errors import ConversionError
+from qconvert.ops.windows import strided_index
 from qconvert.quant.rounding import rsqrt_float32
 
 
@@ -23,19 +24,8 @@ def _dtype(node: Any, key: str, default: str) -> np.dtype:
 
 def _strided_slice(node: Any, v: Sequence[np.ndarray]) -> np.ndarray:
     x, begin, end, strides = (np.asarray(a) for a in v)
-    a = node.attrs
-    if a.get("ellipsis_mask", 0) or a.get("new_axis_mask", 0):
-        raise ConversionError(f"node '{node.name}' (StridedSlice): ellipsis/new-axis masks are not supported")
-    index: list[Any] = []
-    for i in range(begin.size):
-        b = None if a.get("begin_mask", 0) >> i & 1 else int(begin[i])
-        e = None if a.get("end_mask", 0) >> i & 1 else int(end[i])
-        s = int(strides[i])
-        if a.get("shrink_axis_mask", 0) >> i & 1:
-            index.append(int(begin[i]))
-        else:
-            index.append(slice(b, e, s))
-    return np.asarray(x[tuple(index)])
+    index = strided_index(x.ndim, begin, end, strides, node.attrs, f"node '{node.name}' (StridedSlice)")
+    return np.asarray(x[index])
 
 
 def _reduce(fn: Callable) -> Callable:
@@ -74,7 +64,7 @@ CONST_EVAL: dict[str, Callable[[Any, Sequence[np.ndarray]], np.ndarray]] = {
     "Fill": lambda node, v: np.full([int(d) for d in v[0].reshape(-1)], v[1]),
 }
 # Ops that exist only to compute constants: they must fold, or the graph is not supported.
-CONST_ONLY = {"Rsqrt", "StridedSlice", "Pack", "Prod", "Min", "Cast", "FloorDiv", "Fill", "Shape"}
+CONST_ONLY = {"Rsqrt", "Pack", "Prod", "Min", "Cast", "FloorDiv", "Fill", "Shape"}
 
 
 def evaluate(node: Any, values: Sequence[np.ndarray]) -> np.ndarray:

@@ -22,6 +22,7 @@ import numpy as np
 
 from qconvert.errors import ConversionError
 from qconvert.ir import Graph, Node, Tensor
+from qconvert.ops.windows import STRIDED_SLICE_MASKS
 from qconvert.quant.rounding import rsqrt_float32
 
 Rewrite = Callable[[Graph, Node], None]
@@ -140,6 +141,13 @@ def slice_(graph: Graph, node: Node) -> None:
     _int32_const(graph, node, 2)
     node.attrs = {}
     node.op = "SLICE"
+
+
+def strided_slice(graph: Graph, node: Node) -> None:
+    for slot in (1, 2, 3):
+        _int32_const(graph, node, slot)
+    node.attrs = {m: int(node.attrs.get(m, 0) or 0) for m in STRIDED_SLICE_MASKS}
+    node.op = "STRIDED_SLICE"
 
 
 def expand_dims(graph: Graph, node: Node) -> None:

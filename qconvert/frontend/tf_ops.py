@@ -12,7 +12,7 @@ import numpy as np
 
 from qconvert.errors import ConversionError
 from qconvert.frontend import legalization as lg
-from qconvert.ops.windows import window_out
+from qconvert.ops.windows import strided_index, strided_shape, window_out
 
 Shape = tuple[int, ...]
 
@@ -150,6 +150,12 @@ def shape_slice(node: Any, s: list[Shape], c: list[Any]) -> Shape:
     return out
 
 
+def shape_strided_slice(node: Any, s: list[Shape], c: list[Any]) -> Shape:
+    what = f"node '{node.name}' (StridedSlice)"
+    args = [_const_input(node, c, i, name) for i, name in ((1, "begin"), (2, "end"), (3, "strides"))]
+    return strided_shape(s[0], strided_index(len(s[0]), *args, node.attrs, what), what)
+
+
 def shape_resize(node: Any, s: list[Shape], c: list[Any]) -> Shape:
     size = [int(v) for v in _const_input(node, c, 1, "size").reshape(-1)]
     if len(s[0]) != 4 or len(size) != 2 or min(size) < 1:
@@ -285,6 +291,7 @@ TF_OPS: dict[str, TfOp] = {
     "Max": TfOp("REDUCE_MAX", shape_mean, lg.reducer("REDUCE_MAX")),
     "Sum": TfOp("SUM", shape_mean, lg.reducer("SUM")),
     "Slice": TfOp("SLICE", shape_slice, lg.slice_),
+    "StridedSlice": TfOp("STRIDED_SLICE", shape_strided_slice, lg.strided_slice),
     "ExpandDims": TfOp("RESHAPE", shape_expand_dims, lg.expand_dims),
     "Maximum": TfOp("MAXIMUM", shape_broadcast, lg.plain("MAXIMUM")),
     "Minimum": TfOp("MINIMUM", shape_broadcast, lg.plain("MINIMUM")),

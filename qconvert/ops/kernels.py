@@ -20,7 +20,7 @@ import numpy as np
 
 from qconvert import quant
 from qconvert.errors import ConversionError
-from qconvert.ops.windows import nearest_indices, windows
+from qconvert.ops.windows import nearest_indices, strided_index, windows
 
 Kernel = Callable[..., np.ndarray]
 
@@ -159,6 +159,10 @@ def slice_(node: Any, x: np.ndarray, begin: np.ndarray, size: np.ndarray) -> np.
     b = [int(v) for v in np.asarray(begin).reshape(-1)]
     s = [int(v) for v in np.asarray(size).reshape(-1)]
     return x[tuple(slice(bi, x.shape[d] if si == -1 else bi + si) for d, (bi, si) in enumerate(zip(b, s)))]
+
+
+def strided_slice(node: Any, x: np.ndarray, begin: np.ndarray, end: np.ndarray, strides: np.ndarray) -> np.ndarray:
+    return x[strided_index(x.ndim, begin, end, strides, node.attrs, f"STRIDED_SLICE '{node.name}'")]
 
 
 def reduce_max(node: Any, x: np.ndarray, axes: np.ndarray) -> np.ndarray:

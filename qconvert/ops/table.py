@@ -89,6 +89,7 @@ TABLE: dict[str, OpRow] = dict([
     _row("MEAN", Rule.FREE, 2, float_inputs=(0,), removable_if_same_shape=True, kernel=k.mean, requant=r.mean),
     _row("SUM", Rule.FREE, 2, float_inputs=(0,), kernel=k.reduce_sum, requant=r.sum_),
     _row("SLICE", Rule.SAME_SCALE, 2, float_inputs=(0,), kernel=k.slice_, folds=True),
+    _row("STRIDED_SLICE", Rule.SAME_SCALE, 2, float_inputs=(0,), kernel=k.strided_slice, folds=True),
     _row("RELU", Rule.FREE, 2, activation="RELU", kernel=k.relu, requant=r.relu),
     _row("RELU6", Rule.FREE, 2, activation="RELU6", kernel=k.relu6, requant=r.relu),
     _row("RELU_N1_TO_1", Rule.FREE, 1, activation="RELU_N1_TO_1", kernel=k.relu_n1_to_1, requant=r.relu),

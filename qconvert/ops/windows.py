@@ -62,3 +62,35 @@ def windows(attrs: Mapping[str, Any], x: np.ndarray, kh: int, kw: int, fill: flo
     s = x.strides
     return np.lib.stride_tricks.as_strided(
         x, (n, oh, ow, kh, kw, c), (s[0], s[1] * sh, s[2] * sw, s[1] * dh, s[2] * dw, s[3]), writeable=False)
+
+
+STRIDED_SLICE_MASKS = ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask", "shrink_axis_mask")
+
+
+def strided_index(rank: int, begin: Any, end: Any, strides: Any, masks: Mapping[str, Any], what: str) -> tuple:
+    """The numpy index of a StridedSlice (``begin``/``end``/``strides`` with TensorFlow's bit
+    masks; a shrunk axis is an integer index). Ellipsis and new-axis masks are refused."""
+    b, e, s = (np.asarray(v).reshape(-1).astype(np.int64) for v in (begin, end, strides))
+    if masks.get("ellipsis_mask", 0) or masks.get("new_axis_mask", 0):
+        raise ConversionError(f"{what}: ellipsis/new-axis masks are not supported")
+    if not (b.size == e.size == s.size) or b.size > rank or (s == 0).any():
+        raise ConversionError(f"{what}: begin/end/strides {b.tolist()}/{e.tolist()}/{s.tolist()} "
+                              f"do not fit rank {rank}")
+    index: list[Any] = []
+    for i in range(b.size):
+        if int(masks.get("shrink_axis_mask", 0)) >> i & 1:
+            index.append(int(b[i]))
+            continue
+        lo = None if int(masks.get("begin_mask", 0)) >> i & 1 else int(b[i])
+        hi = None if int(masks.get("end_mask", 0)) >> i & 1 else int(e[i])
+        index.append(slice(lo, hi, int(s[i])))
+    return tuple(index)
+
+
+def strided_shape(shape: tuple[int, ...], index: tuple, what: str) -> tuple[int, ...]:
+    """The shape ``x[index]`` has for ``x`` of ``shape``, without allocating ``x``."""
+    probe = np.lib.stride_tricks.as_strided(np.zeros(1, np.int8), shape, (0,) * len(shape))
+    try:
+        return tuple(int(d) for d in probe[index].shape)
+    except IndexError as exc:
+        raise ConversionError(f"{what}: {exc} (input shape {list(shape)})") from None

@@ -25,7 +25,7 @@ from typing import Any, Callable
 import numpy as np
 
 from qconvert.errors import KernelError
-from qconvert.ops.windows import nearest_indices, windows
+from qconvert.ops.windows import nearest_indices, strided_index, windows
 from qconvert.runtime import reduce, transcendental
 from qconvert.runtime.fixed_point import I64, mbqm, scale_by_binary64
 
@@ -252,6 +252,12 @@ def slice_(call: OpCall) -> np.ndarray:
     return x[index].astype(np.int8)
 
 
+def strided_slice(call: OpCall) -> np.ndarray:
+    """STRIDED_SLICE: begin / end / strides with TensorFlow's masks; one scale in and out."""
+    x = call.inputs[0]
+    return x[strided_index(x.ndim, *call.inputs[1:4], call.options, "STRIDED_SLICE")].astype(np.int8)
+
+
 # ---------------------------------------------------------------------------
 # data movement
 
@@ -334,6 +340,7 @@ KERNELS: dict[str, Callable[[OpCall], np.ndarray]] = {
     "REDUCE_MAX": reduce_max,
     "SUM": sum_,
     "SLICE": slice_,
+    "STRIDED_SLICE": strided_slice,
     "RESIZE_NEAREST_NEIGHBOR": resize_nearest_neighbor,
     "AVERAGE_POOL_2D": average_pool_2d,
     "MAX_POOL_2D": max_pool_2d,

@@ -97,6 +97,18 @@ def _resize_nearest_plain(x, fq):  # type: ignore[no-untyped-def]
     return tf.compat.v1.image.resize_nearest_neighbor(x, [6, 10])
 
 
+def _cropping(x, fq):  # type: ignore[no-untyped-def]
+    return fq(tf.nn.relu(x[:, 1:-1, 1:, :]), 0.0, 1.0)  # Keras Cropping2D((1, 1), (1, 0))
+
+
+def _strided_slice_steps(x, fq):  # type: ignore[no-untyped-def]
+    return x[:, ::2, 3:0:-2, 1:]
+
+
+def _strided_slice_shrink(x, fq):  # type: ignore[no-untyped-def]
+    return fq(tf.nn.relu(x[:, 2, :, :]), 0.0, 1.0)
+
+
 BUILDERS: dict[str, Callable] = {"upsampling_nearest": _upsampling_nearest,
                                  "resize_nearest_align_corners": _resize_nearest_align_corners,
                                  "resize_nearest_plain": _resize_nearest_plain, "real_div_folds": _real_div_folds, "hard_sigmoid": _hard_sigmoid,
@@ -104,7 +116,9 @@ BUILDERS: dict[str, Callable] = {"upsampling_nearest": _upsampling_nearest,
                                  "leaky_relu": _leaky_relu, "identity_n": _identity_n,
                                  "reduce_max": _reduce_max, "global_max_pool_keep": _global_max_pool_keep,
                                  "reduce_sum": _reduce_sum, "slice": _slice, "expand_dims": _expand_dims,
-                                 "conv1d": _conv1d}
+                                 "conv1d": _conv1d, "cropping": _cropping,
+                                 "strided_slice_steps": _strided_slice_steps,
+                                 "strided_slice_shrink": _strided_slice_shrink}
 
 
 OPTIMIZED_ORACLE = {"reduce_sum"}
