@@ -109,6 +109,16 @@ def _strided_slice_shrink(x, fq):  # type: ignore[no-untyped-def]
     return fq(tf.nn.relu(x[:, 2, :, :]), 0.0, 1.0)
 
 
+def _swish(x, fq):  # type: ignore[no-untyped-def]
+    h = fq(tf.nn.conv2d(x, _weights(fq), [1, 1, 1, 1], "SAME"), -4.0, 4.0)
+    return fq(h * fq(tf.sigmoid(h), 0.0, 1.0), -0.3, 4.0)  # Keras' swish, as in EfficientNet
+
+
+def _silu(x, fq):  # type: ignore[no-untyped-def]
+    h = fq(tf.nn.conv2d(x, _weights(fq), [1, 1, 1, 1], "SAME"), -4.0, 4.0)
+    return fq(tf.nn.silu(h), -0.3, 4.0)  # tf.nn.silu: IdentityN around x·sigmoid(x)
+
+
 BUILDERS: dict[str, Callable] = {"upsampling_nearest": _upsampling_nearest,
                                  "resize_nearest_align_corners": _resize_nearest_align_corners,
                                  "resize_nearest_plain": _resize_nearest_plain, "real_div_folds": _real_div_folds, "hard_sigmoid": _hard_sigmoid,
@@ -118,7 +128,7 @@ BUILDERS: dict[str, Callable] = {"upsampling_nearest": _upsampling_nearest,
                                  "reduce_sum": _reduce_sum, "slice": _slice, "expand_dims": _expand_dims,
                                  "conv1d": _conv1d, "cropping": _cropping,
                                  "strided_slice_steps": _strided_slice_steps,
-                                 "strided_slice_shrink": _strided_slice_shrink}
+                                 "strided_slice_shrink": _strided_slice_shrink, "swish": _swish, "silu": _silu}
 
 
 OPTIMIZED_ORACLE = {"reduce_sum"}
