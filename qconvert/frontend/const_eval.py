@@ -48,6 +48,7 @@ CONST_EVAL: dict[str, Callable[[Any, Sequence[np.ndarray]], np.ndarray]] = {
     "Max": _reduce(np.max),
     "Min": _reduce(np.min),
     "Rsqrt": lambda node, v: rsqrt_float32(v[0]) if v[0].dtype == np.float32 else 1.0 / np.sqrt(v[0]),
+    "Neg": lambda node, v: np.negative(v[0]),
     "Cast": lambda node, v: v[0].astype(_dtype(node, "DstT", "float32")),
     "Add": _binary(np.add),
     "AddV2": _binary(np.add),

@@ -158,6 +158,13 @@ def expand_dims(graph: Graph, node: Node) -> None:
     node.op = "RESHAPE"
 
 
+def neg(graph: Graph, node: Node) -> None:
+    """``-x`` ⇒ ``MUL(x, -1)``: how Keras' PReLU writes ``relu(-x)`` (fused into PRELU later)."""
+    node.inputs = [node.inputs[0], graph.add_const(f"{node.name}/minus_one", np.float32(-1))]
+    node.attrs = {"fused_activation_function": "NONE"}
+    node.op = "MUL"
+
+
 def real_div(graph: Graph, node: Node) -> None:
     """``x / c`` with a constant ``c`` ⇒ ``MUL(x, 1/c)`` (the reciprocal in float32), as
     TensorFlow rewrites it; a MUL after a convolution then folds into its weights."""

@@ -281,6 +281,7 @@ TF_OPS: dict[str, TfOp] = {
     "Sub": TfOp("SUB", shape_broadcast, lg.plain("SUB", fused_activation_function="NONE")),
     "Mul": TfOp("MUL", shape_broadcast, lg.plain("MUL", fused_activation_function="NONE")),
     "RealDiv": TfOp("MUL", shape_broadcast, lg.real_div),
+    "Neg": TfOp("MUL", shape_same, lg.neg),
     "ResizeNearestNeighbor": TfOp("RESIZE_NEAREST_NEIGHBOR", shape_resize, lg.resize_nearest_neighbor),
     "FusedBatchNorm": TfOp("MUL", shape_batch_norm, lg.fused_batch_norm),
     "FusedBatchNormV2": TfOp("MUL", shape_batch_norm, lg.fused_batch_norm),

@@ -14,6 +14,7 @@ so the runtime can use the table without the converter's IR.
 from qconvert.ops.table import (
     CLAMPS,
     HARD_SWISH_GATE,
+    PRELU_GATE,
     TABLE,
     OpRow,
     Rule,
@@ -23,4 +24,4 @@ from qconvert.ops.table import (
     row,
 )
 
-__all__ = ["CLAMPS", "HARD_SWISH_GATE", "TABLE", "OpRow", "Rule", "float_operands", "int8_version", "requant", "row"]
+__all__ = ["CLAMPS", "HARD_SWISH_GATE", "PRELU_GATE", "TABLE", "OpRow", "Rule", "float_operands", "int8_version", "requant", "row"]

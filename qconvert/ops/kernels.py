@@ -165,6 +165,11 @@ def strided_slice(node: Any, x: np.ndarray, begin: np.ndarray, end: np.ndarray, 
     return x[strided_index(x.ndim, begin, end, strides, node.attrs, f"STRIDED_SLICE '{node.name}'")]
 
 
+def prelu(node: Any, x: np.ndarray, alpha: np.ndarray) -> np.ndarray:
+    """TFLite's float PRELU: ``x`` where ``x ≥ 0``, else ``x · alpha`` (alpha broadcast)."""
+    return np.where(x >= 0, x, (x * np.asarray(alpha, np.float32)).astype(np.float32))
+
+
 def reduce_max(node: Any, x: np.ndarray, axes: np.ndarray) -> np.ndarray:
     ax = tuple(int(a) % x.ndim for a in np.asarray(axes).reshape(-1))
     return x.max(axis=ax, keepdims=bool(node.attrs.get("keep_dims", False)))

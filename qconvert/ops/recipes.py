@@ -96,6 +96,14 @@ def leaky_relu(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) 
     return {"pairs": [qm.quantize_multiplier(identity), qm.quantize_multiplier(scaled)]}
 
 
+def prelu(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> Parts:
+    """PRELU (activations.cc ``PreluPrepare``): identity ``in / out`` and alpha
+    ``in·alpha / out``, both in double. Eval: ``x - in_zp`` through the identity pair where it
+    is ≥ 0, else ``(x - in_zp)·(alpha - alpha_zp)`` through the alpha pair; plus ``out_zp``."""
+    x, a = _input(ins, 0), _input(ins, 1)
+    return {"pairs": [qm.quantize_multiplier(x.s / out.s), qm.quantize_multiplier(x.s * a.s / out.s)]}
+
+
 def hard_swish(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> Parts:
     """HARD_SWISH: the 256-entry table of TFLite's reference int8 kernel (table flag)."""
     x = _input(ins, 0)

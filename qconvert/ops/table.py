@@ -60,6 +60,7 @@ class OpRow:
     dropped_after_legalize: bool = False  # FAKE_QUANT: its range already lives in a Q/DQ pair
     # calibration
     in_place: bool = False  # TFLite's kernels may share the output buffer with an input
+    weight_slots: tuple[int, ...] = ()  # FREE ops: constant operands quantized as weights (symmetric)
     arith: str | None = None  # element-wise "add" / "sub" / "mul": what pattern fusions look for
     # requantization (quantize pass, dump, run)
     requant: Callable[..., dict[str, Any]] | None = None
@@ -94,6 +95,7 @@ TABLE: dict[str, OpRow] = dict([
     _row("RELU6", Rule.FREE, 2, activation="RELU6", kernel=k.relu6, requant=r.relu),
     _row("RELU_N1_TO_1", Rule.FREE, 1, activation="RELU_N1_TO_1", kernel=k.relu_n1_to_1, requant=r.relu),
     _row("LEAKY_RELU", Rule.FREE, 1, kernel=k.leaky_relu, requant=r.leaky_relu),  # TF 2.21 writes v1 for int8
+    _row("PRELU", Rule.FREE, 1, weight_slots=(1,), kernel=k.prelu, requant=r.prelu),  # fused from Keras' PReLU
     _row("HARD_SWISH", Rule.FREE, 1, kernel=k.hard_swish, requant=r.hard_swish),  # fused from x·relu6(x+3)/6
     _row("MAXIMUM", Rule.SAME_SCALE, 2, kernel=k.maximum, folds=True),
     _row("MINIMUM", Rule.SAME_SCALE, 2, kernel=k.minimum, folds=True),
@@ -121,6 +123,8 @@ TABLE: dict[str, OpRow] = dict([
 CLAMPS = ("NONE", "RELU", "RELU6", "RELU_N1_TO_1")
 # hard-swish's gate relu6(x + 3): the ADD's fused activation once RELU6 has fused into it
 HARD_SWISH_GATE = TABLE["RELU6"].activation
+# PReLU's halves relu(x) and relu(-x): a RELU op, or MUL(x, -1)'s fused activation
+PRELU_GATE = TABLE["RELU"].activation
 
 
 def row(op: str) -> OpRow | None:

@@ -9,6 +9,7 @@
 2. ``op ──▶ RELU | RELU6 | RELU_N1_TO_1`` ⇒ ``op`` with ``fused_activation_function``
    set, for ops whose TFLite kernel clamps (conv, depthwise, FC, ADD, SUB, MUL).
 3. ``x · relu6(x + 3) · (1/6)`` ⇒ ``HARD_SWISH(x)`` (see fuse_hard_swish).
+4. ``relu(x) + c · relu(-x)`` ⇒ ``PRELU(x, -c)`` (see fuse_prelu).
 
 Both happen before quantization, as in TensorFlow's converter: a FakeQuant between
 the two ops (a Q/DQ pair) blocks the fusion, since the range in between matters.
@@ -24,7 +25,7 @@ import numpy as np
 from qconvert.ir import Graph, Node
 from qconvert.ir.passes import Context, Origin
 from qconvert.ir.qdq import dequantized_from, insert_qdq_on_edge
-from qconvert.ops import HARD_SWISH_GATE, OpRow, Rule, row
+from qconvert.ops import HARD_SWISH_GATE, PRELU_GATE, OpRow, Rule, row
 
 
 def _sole_reader(graph: Graph, node: Node) -> Node | None:
@@ -275,3 +276,63 @@ def fuse_hard_swish(graph: Graph, ctx: Context) -> bool:
     graph.remove_nodes(dead)
     graph.prune()
     return bool(dead)
+
+
+def _negated(graph: Graph, name: str, activation: str = "NONE") -> tuple[str, Node] | None:
+    """``(x, node)`` where ``name`` is ``MUL(x, -1)`` (a legalized Neg) with that fused
+    activation, read only once."""
+    node = _arith(graph, name, "mul")
+    if node is None or node.attrs.get("fused_activation_function", "NONE") != activation:
+        return None
+    x = _split(graph, node, -1.0)
+    return (x, node) if x is not None else None
+
+
+def _activation(node: Node) -> str | None:
+    r = row(node.op)
+    return r.activation if r is not None else None
+
+
+def fuse_prelu(graph: Graph, ctx: Context) -> bool:
+    """``relu(x) + c · relu(-x)`` ⇒ ``PRELU(x, -c)``: Keras' PReLU (``-alpha`` times ``relu(-x)``),
+    as TensorFlow's optimize pass fuses it (measured on TF 2.21: one PRELU v1 in post-training
+    quantization). ``-x`` is a legalized Neg, ``MUL(x, -1)``, whose RELU rule 2 fused; ``c`` is a
+    constant (its negation is alpha, exact in float32) or a negated value (alpha behind a
+    FakeQuant: ``MUL(DQ(alpha), -1)``). Every intermediate has one reader."""
+    dead: list[Node] = []
+    for add in graph:
+        r = row(add.op)
+        if r is None or r.arith != "add" or add.attrs.get("fused_activation_function", "NONE") != "NONE":
+            continue
+        found = next((m for m in (_prelu_halves(graph, add, slot) for slot in (0, 1)) if m is not None), None)
+        if found is None:
+            continue
+        x, alpha, parts = found
+        add.op, add.inputs, add.attrs = "PRELU", [x, alpha], {}
+        dead += parts
+    graph.remove_nodes(dead)
+    graph.prune()
+    return bool(dead)
+
+
+def _prelu_halves(graph: Graph, add: Node, slot: int) -> tuple[str, str, list[Node]] | None:
+    """``(x, alpha, nodes to remove)`` when ``add``'s operand ``slot`` is ``relu(x)`` and the other
+    is ``c · relu(-x)``."""
+    pos = graph.producer(add.inputs[slot])
+    scaled = _arith(graph, add.inputs[1 - slot], "mul")
+    if pos is None or _activation(pos) != PRELU_GATE or len(graph.consumers(pos.outputs[0])) != 1 \
+            or scaled is None or scaled.attrs.get("fused_activation_function", "NONE") != "NONE":
+        return None
+    x = pos.inputs[0]
+    for k in (0, 1):
+        neg = _negated(graph, scaled.inputs[k], PRELU_GATE)
+        if neg is None or neg[0] != x:
+            continue
+        c = scaled.inputs[1 - k]
+        value = graph.const(c)
+        if value is not None and value.dtype == np.float32:
+            return x, graph.add_const(f"{add.name}/alpha", np.negative(value)), [pos, scaled, neg[1]]
+        minus = _negated(graph, c)
+        if minus is not None:
+            return x, minus[0], [pos, scaled, neg[1], minus[1]]
+    return None

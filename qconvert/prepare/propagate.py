@@ -13,8 +13,9 @@ op table's rule, until nothing changes:
    operands and the result, chosen as TensorFlow's driver chooses it (an immutable
    lone operand, else an immutable lone result, else the first immutable state, else
    a propagated one). Operands or results that disagree get a requantize pair.
-4. FREE (add, sub, mul, mean, relu): a constant operand with no FakeQuant gets
-   asymmetric parameters from its values.
+4. FREE (add, sub, mul, mean, relu, prelu): a constant operand with no FakeQuant gets
+   asymmetric parameters from its values; one the row lists as a weight (PRELU's alpha)
+   symmetric narrow-range ones.
 
 Immutable parameters are those from FakeQuants, input ranges and fixed-output ops.
 The order of the work list follows TensorFlow's driver (see propagate_quant_params).
@@ -213,8 +214,14 @@ def _same_scale(graph: Graph, node: Node, ctx: Context) -> Touched | None:
 
 
 def _free(graph: Graph, node: Node, ctx: Context) -> Touched | None:
+    weights = row(node.op).weight_slots  # type: ignore[union-attr]
     for slot in float_operands(node.op, node.inputs):
-        if params_in(graph, node.inputs[slot]) is None:
+        name = node.inputs[slot]
+        if params_in(graph, name) is not None:
+            continue
+        if slot in weights and graph.is_const(name):  # PRELU's alpha: symmetric, per tensor
+            insert_qdq_on_edge(graph, node, slot, weight_params(graph.const(name), None), Origin.WEIGHT)
+        else:
             _const_operand(graph, node, slot)
     return []
 

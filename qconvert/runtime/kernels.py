@@ -189,6 +189,16 @@ def leaky_relu(call: OpCall) -> np.ndarray:
     return np.clip(y, -128, 127).astype(np.int8)
 
 
+def prelu(call: OpCall) -> np.ndarray:
+    """reference_ops::BroadcastPrelu4DSlow: ``x - in_zp`` through the identity pair where it is
+    ≥ 0, else ``(x - in_zp)·(alpha - alpha_zp)`` through the alpha pair; plus ``out_zp``."""
+    m, s = call.pairs(2)
+    v = call.inputs[0].astype(I64) - call.input_zps[0]
+    a = np.broadcast_to(call.inputs[1].astype(I64) - call.input_zps[1], v.shape)
+    y = np.where(v >= 0, mbqm(v, m[0], s[0]), mbqm(v * a, m[1], s[1])) + call.output_zp
+    return np.clip(y, -128, 127).astype(np.int8)
+
+
 def reduce_max(call: OpCall) -> np.ndarray:
     """REDUCE_MAX int8: the largest value over the axes (one scale for input and output)."""
     x = call.inputs[0]
@@ -357,4 +367,5 @@ KERNELS: dict[str, Callable[[OpCall], np.ndarray]] = {
     "LOGISTIC": transcendental.logistic,
     "TANH": transcendental.tanh,
     "HARD_SWISH": transcendental.lookup,
+    "PRELU": prelu,
 }

@@ -119,6 +119,23 @@ def _silu(x, fq):  # type: ignore[no-untyped-def]
     return fq(tf.nn.silu(h), -0.3, 4.0)  # tf.nn.silu: IdentityN around x·sigmoid(x)
 
 
+def _prelu_of(x, alpha):  # type: ignore[no-untyped-def]
+    return tf.nn.relu(x) + -alpha * tf.nn.relu(-x)  # Keras' PReLU
+
+
+def _alpha(channels: int = 3) -> np.ndarray:
+    return np.random.default_rng(2).uniform(-0.1, 0.4, (1, 1, channels)).astype(np.float32)
+
+
+def _prelu(x, fq):  # type: ignore[no-untyped-def]
+    return fq(_prelu_of(x, tf.constant(_alpha())), -0.5, 1.0)
+
+
+def _prelu_quantized_alpha(x, fq):  # type: ignore[no-untyped-def]
+    h = fq(tf.nn.conv2d(x, _weights(fq), [1, 1, 1, 1], "SAME"), -4.0, 4.0)
+    return fq(_prelu_of(h, fq(tf.constant(_alpha(8)), -0.1, 0.5)), -1.0, 4.0)
+
+
 BUILDERS: dict[str, Callable] = {"upsampling_nearest": _upsampling_nearest,
                                  "resize_nearest_align_corners": _resize_nearest_align_corners,
                                  "resize_nearest_plain": _resize_nearest_plain, "real_div_folds": _real_div_folds, "hard_sigmoid": _hard_sigmoid,
@@ -128,13 +145,15 @@ BUILDERS: dict[str, Callable] = {"upsampling_nearest": _upsampling_nearest,
                                  "reduce_sum": _reduce_sum, "slice": _slice, "expand_dims": _expand_dims,
                                  "conv1d": _conv1d, "cropping": _cropping,
                                  "strided_slice_steps": _strided_slice_steps,
-                                 "strided_slice_shrink": _strided_slice_shrink, "swish": _swish, "silu": _silu}
+                                 "strided_slice_shrink": _strided_slice_shrink, "swish": _swish, "silu": _silu,
+                                 "prelu": _prelu, "prelu_quantized_alpha": _prelu_quantized_alpha}
 
 
 OPTIMIZED_ORACLE = {"reduce_sum"}
 # TensorFlow 2.21 folds a division after a conv with a FakeQuant'd kernel into the kernel and then
 # leaves the conv in float32 between DEQUANTIZE and QUANTIZE (measured)
-TF_LEAVES_FLOAT = {"real_div_folds"}
+# and leaves PRELU in float32 when its alpha has a FakeQuant (measured: DEQUANTIZE, PRELU, QUANTIZE)
+TF_LEAVES_FLOAT = {"real_div_folds", "prelu_quantized_alpha"}
 SHAPE_ONLY = {"RESHAPE", "SQUEEZE"}
 
 
