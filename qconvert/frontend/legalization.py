@@ -176,11 +176,15 @@ def real_div(graph: Graph, node: Node) -> None:
     node.op = "MUL"
 
 
-def resize_nearest_neighbor(graph: Graph, node: Node) -> None:
-    _int32_const(graph, node, 1)
-    node.attrs = {"align_corners": bool(node.attrs.get("align_corners", False)),
-                  "half_pixel_centers": bool(node.attrs.get("half_pixel_centers", False))}
-    node.op = "RESIZE_NEAREST_NEIGHBOR"
+def resize(op: str) -> Rewrite:
+    """ResizeNearestNeighbor / ResizeBilinear ``(x, size)`` with their two flags."""
+    def rewrite(graph: Graph, node: Node) -> None:
+        _int32_const(graph, node, 1)
+        node.attrs = {"align_corners": bool(node.attrs.get("align_corners", False)),
+                      "half_pixel_centers": bool(node.attrs.get("half_pixel_centers", False))}
+        node.op = op
+
+    return rewrite
 
 
 def leaky_relu(graph: Graph, node: Node) -> None:

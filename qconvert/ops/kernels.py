@@ -20,7 +20,7 @@ import numpy as np
 
 from qconvert import quant
 from qconvert.errors import ConversionError
-from qconvert.ops.windows import nearest_indices, strided_index, windows
+from qconvert.ops.windows import bilinear_taps, nearest_indices, strided_index, windows
 
 Kernel = Callable[..., np.ndarray]
 
@@ -179,6 +179,19 @@ def hard_swish(node: Any, x: np.ndarray) -> np.ndarray:
     """TFLite's float HARD_SWISH: ``x · min(6, max(0, x + 3)) / 6`` in float32."""
     f = np.float32
     return (x * np.minimum(f(6), np.maximum(f(0), x + f(3))) / f(6)).astype(np.float32)
+
+
+def resize_bilinear(node: Any, x: np.ndarray, size: np.ndarray) -> np.ndarray:
+    """TFLite's float RESIZE_BILINEAR (reference kernel, float32, left to right)."""
+    oh, ow = (int(v) for v in np.asarray(size).reshape(-1))
+    ac, hp = bool(node.attrs.get("align_corners", False)), bool(node.attrs.get("half_pixel_centers", False))
+    y0, y1, fy = bilinear_taps(x.shape[1], oh, ac, hp)
+    x0, x1, fx = bilinear_taps(x.shape[2], ow, ac, hp)
+    one = np.float32(1)
+    fy, fx = fy[None, :, None, None], fx[None, None, :, None]
+    a, b = x[:, y0][:, :, x0], x[:, y1][:, :, x0]
+    c, d = x[:, y0][:, :, x1], x[:, y1][:, :, x1]
+    return (a * (one - fy) * (one - fx) + b * fy * (one - fx) + c * (one - fy) * fx + d * fy * fx).astype(np.float32)
 
 
 def resize_nearest_neighbor(node: Any, x: np.ndarray, size: np.ndarray) -> np.ndarray:

@@ -127,6 +127,11 @@ def resize_version(row: Any, ins: Inputs, out: Operand, options: Mapping[str, An
     return 3 if options.get("align_corners") or options.get("half_pixel_centers") else row.int8_version
 
 
+def resize_bilinear_version(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> int:
+    """RESIZE_BILINEAR int8: version 2, 3 with half_pixel_centers (TFLite's op_version rules)."""
+    return 3 if options.get("half_pixel_centers") else row.int8_version
+
+
 def mul_version(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> int:
     """MUL is version 3 when its rescale factor in1·in2/out is at least 1 (float32)."""
     a, b, o = (np.float32(t.s) for t in (_input(ins, 0), _input(ins, 1), out))

@@ -103,6 +103,8 @@ TABLE: dict[str, OpRow] = dict([
     _row("MAX_POOL_2D", Rule.SAME_SCALE, 2, kernel=k.max_pool_2d),
     _row("RESIZE_NEAREST_NEIGHBOR", Rule.SAME_SCALE, 2, float_inputs=(0,), kernel=k.resize_nearest_neighbor,
          version=r.resize_version),
+    _row("RESIZE_BILINEAR", Rule.SAME_SCALE, 2, float_inputs=(0,), kernel=k.resize_bilinear,
+         version=r.resize_bilinear_version),
     _row("REDUCE_MAX", Rule.SAME_SCALE, 2, float_inputs=(0,), kernel=k.reduce_max),
     _row("CONCATENATION", Rule.SAME_SCALE, 2, kernel=k.concatenation, folds=True),
     _row("RESHAPE", Rule.SAME_SCALE, 1, float_inputs=(0,), reshapes=True, folds=True, layout="reshape"),

@@ -33,6 +33,35 @@ def nearest_indices(in_size: int, out_size: int, align_corners: bool, half_pixel
     return np.maximum(idx, 0) if half_pixel_centers else idx
 
 
+def bilinear_taps(in_size: int, out_size: int, align_corners: bool, half_pixel_centers: bool
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(lower, upper, fraction) source taps of a bilinear resize, in float32 as TFLite's float
+    kernel computes them (``ComputeInterpolationValues``)."""
+    f = np.float32
+    scale = (f(in_size - 1) / f(out_size - 1) if align_corners and out_size > 1 else f(in_size) / f(out_size))
+    pos = np.arange(out_size, dtype=f)
+    pos = (pos + f(0.5)) * scale - f(0.5) if half_pixel_centers else pos * scale
+    lower = np.maximum(np.floor(pos).astype(np.int64), 0)
+    upper = np.minimum(np.ceil(pos).astype(np.int64), in_size - 1)
+    return lower, upper, (pos - lower.astype(f)).astype(f)
+
+
+def bilinear_taps_int(in_size: int, out_size: int, align_corners: bool, half_pixel_centers: bool
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(lower, upper, fraction in 1/1024) taps of TFLite's integer bilinear resize
+    (``ComputeInterpolationValuesInteger``: a 10-bit fixed-point scale, C division)."""
+    if align_corners and out_size > 1:
+        scale = (1024 * (in_size - 1) + (out_size - 1) // 2) // (out_size - 1)
+    else:
+        scale = (1024 * in_size + out_size // 2) // out_size
+    pos = np.arange(out_size, dtype=np.int64) * scale
+    if half_pixel_centers:
+        pos = pos + scale // 2 - 512
+    lower = np.maximum(np.trunc(pos / 1024).astype(np.int64), 0)  # C division truncates
+    upper = np.minimum(np.trunc((pos + 1023) / 1024).astype(np.int64), in_size - 1)
+    return lower, upper, pos - 1024 * lower
+
+
 def window_padding(size: int, k: int, stride: int, dilation: int, padding: str) -> tuple[int, int, int]:
     """(output size, pad before, pad after) as TensorFlow computes SAME / VALID."""
     out = window_out(size, k, stride, dilation, padding)

@@ -25,7 +25,7 @@ from typing import Any, Callable
 import numpy as np
 
 from qconvert.errors import KernelError
-from qconvert.ops.windows import nearest_indices, strided_index, windows
+from qconvert.ops.windows import bilinear_taps_int, nearest_indices, strided_index, windows
 from qconvert.runtime import reduce, transcendental
 from qconvert.runtime.fixed_point import I64, mbqm, scale_by_binary64
 
@@ -216,6 +216,21 @@ def resize_nearest_neighbor(call: OpCall) -> np.ndarray:
     return x[:, rows][:, :, cols].astype(np.int8)
 
 
+def resize_bilinear(call: OpCall) -> np.ndarray:
+    """reference_ops::ResizeBilinearInteger: weights in 1/1024, the four products summed in
+    int64, divided by 2^20 rounding half away from zero (C division after ±2^19)."""
+    x = call.inputs[0].astype(I64)
+    oh, ow = call.output_shape[1:3]
+    ac, hp = bool(call.options.get("align_corners")), bool(call.options.get("half_pixel_centers"))
+    y0, y1, fy = bilinear_taps_int(x.shape[1], oh, ac, hp)
+    x0, x1, fx = bilinear_taps_int(x.shape[2], ow, ac, hp)
+    fy, fx = fy[None, :, None, None], fx[None, None, :, None]
+    total = (x[:, y0][:, :, x0] * (1024 - fy) * (1024 - fx) + x[:, y1][:, :, x0] * fy * (1024 - fx)
+             + x[:, y0][:, :, x1] * (1024 - fy) * fx + x[:, y1][:, :, x1] * fy * fx)
+    rounded = total + np.where(total > 0, 1 << 19, -(1 << 19))
+    return (np.sign(rounded) * (np.abs(rounded) >> 20)).astype(np.int8)
+
+
 def requantize(call: OpCall) -> np.ndarray:
     """QUANTIZE int8 → int8 (reference_ops::Requantize)."""
     m, s = call.pairs(1)
@@ -368,4 +383,5 @@ KERNELS: dict[str, Callable[[OpCall], np.ndarray]] = {
     "TANH": transcendental.tanh,
     "HARD_SWISH": transcendental.lookup,
     "PRELU": prelu,
+    "RESIZE_BILINEAR": resize_bilinear,
 }

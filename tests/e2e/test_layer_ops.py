@@ -136,6 +136,22 @@ def _prelu_quantized_alpha(x, fq):  # type: ignore[no-untyped-def]
     return fq(_prelu_of(h, fq(tf.constant(_alpha(8)), -0.1, 0.5)), -1.0, 4.0)
 
 
+def _upsampling_bilinear(x, fq):  # type: ignore[no-untyped-def]
+    return tf.image.resize(fq(tf.nn.relu(x), 0.0, 1.0), [8, 8], method="bilinear")  # half_pixel_centers
+
+
+def _resize_bilinear_align_corners(x, fq):  # type: ignore[no-untyped-def]
+    return tf.compat.v1.image.resize_bilinear(x, [7, 9], align_corners=True)
+
+
+def _resize_bilinear_plain(x, fq):  # type: ignore[no-untyped-def]
+    return tf.compat.v1.image.resize_bilinear(x, [6, 10])
+
+
+def _resize_bilinear_down(x, fq):  # type: ignore[no-untyped-def]
+    return tf.image.resize(x, [3, 2], method="bilinear")
+
+
 BUILDERS: dict[str, Callable] = {"upsampling_nearest": _upsampling_nearest,
                                  "resize_nearest_align_corners": _resize_nearest_align_corners,
                                  "resize_nearest_plain": _resize_nearest_plain, "real_div_folds": _real_div_folds, "hard_sigmoid": _hard_sigmoid,
@@ -146,7 +162,11 @@ BUILDERS: dict[str, Callable] = {"upsampling_nearest": _upsampling_nearest,
                                  "conv1d": _conv1d, "cropping": _cropping,
                                  "strided_slice_steps": _strided_slice_steps,
                                  "strided_slice_shrink": _strided_slice_shrink, "swish": _swish, "silu": _silu,
-                                 "prelu": _prelu, "prelu_quantized_alpha": _prelu_quantized_alpha}
+                                 "prelu": _prelu, "prelu_quantized_alpha": _prelu_quantized_alpha,
+                                 "upsampling_bilinear": _upsampling_bilinear,
+                                 "resize_bilinear_align_corners": _resize_bilinear_align_corners,
+                                 "resize_bilinear_plain": _resize_bilinear_plain,
+                                 "resize_bilinear_down": _resize_bilinear_down}
 
 
 OPTIMIZED_ORACLE = {"reduce_sum"}
