@@ -218,6 +218,12 @@ def concat(graph: Graph, node: Node) -> None:
     node.op = "CONCATENATION"
 
 
+def pack(graph: Graph, node: Node) -> None:
+    rank = len(graph.tensors[node.outputs[0]].shape)
+    node.attrs = {"values_count": len(node.inputs), "axis": int(node.attrs.get("axis", 0)) % rank}
+    node.op = "PACK"
+
+
 def pad(graph: Graph, node: Node) -> None:
     _int32_const(graph, node, 1)
     node.attrs = {}

@@ -214,6 +214,17 @@ def shape_concat(node: Any, s: list[Shape], c: list[Any]) -> Shape:
     return tuple(out)
 
 
+def shape_pack(node: Any, s: list[Shape], c: list[Any]) -> Shape:
+    rank = len(s[0]) + 1
+    axis = int(_attr(node, "axis", 0))
+    if not -rank <= axis < rank or any(p != s[0] for p in s):
+        raise ConversionError(f"node '{node.name}' (Pack): shapes {[list(x) for x in s]} cannot be stacked "
+                              f"on axis {axis}")
+    out = list(s[0])
+    out.insert(axis % rank, len(s))
+    return tuple(out)
+
+
 def shape_pad(node: Any, s: list[Shape], c: list[Any]) -> Shape:
     pads = _const_input(node, c, 1, "paddings").astype(np.int64)
     if pads.shape != (len(s[0]), 2) or (pads < 0).any():
@@ -306,6 +317,7 @@ TF_OPS: dict[str, TfOp] = {
     "BatchToSpaceND": TfOp("BATCH_TO_SPACE_ND", shape_batch_to_space, lg.block_op("BATCH_TO_SPACE_ND")),
     "Squeeze": TfOp("SQUEEZE", shape_squeeze, lg.squeeze),
     "ConcatV2": TfOp("CONCATENATION", shape_concat, lg.concat),
+    "Pack": TfOp("PACK", shape_pack, lg.pack),
     "Pad": TfOp("PAD", shape_pad, lg.pad),
     "Softmax": TfOp("SOFTMAX", shape_same, lg.plain("SOFTMAX", beta=1.0)),
     "Sigmoid": TfOp("LOGISTIC", shape_same, lg.plain("LOGISTIC")),

@@ -112,6 +112,10 @@ def concatenation(node: Any, *xs: np.ndarray) -> np.ndarray:
     return activation(node, np.concatenate(xs, axis=int(node.attrs["axis"])))
 
 
+def pack(node: Any, *xs: np.ndarray) -> np.ndarray:
+    return np.stack(xs, axis=int(node.attrs["axis"]))
+
+
 def pad(node: Any, x: np.ndarray, p: np.ndarray) -> np.ndarray:
     return np.pad(x, np.asarray(p).astype(np.int64).tolist())
 

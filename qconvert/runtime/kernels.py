@@ -296,6 +296,10 @@ def concatenation(call: OpCall) -> np.ndarray:
     return np.concatenate([x for x in call.inputs if x is not None], axis=axis)
 
 
+def pack(call: OpCall) -> np.ndarray:
+    return np.stack([x for x in call.inputs if x is not None], axis=int(call.options.get("axis", 0)))
+
+
 def transpose(call: OpCall) -> np.ndarray:
     return np.transpose(call.inputs[0], [int(v) for v in call.inputs[1]])
 
@@ -383,5 +387,6 @@ KERNELS: dict[str, Callable[[OpCall], np.ndarray]] = {
     "TANH": transcendental.tanh,
     "HARD_SWISH": transcendental.lookup,
     "PRELU": prelu,
+    "PACK": pack,
     "RESIZE_BILINEAR": resize_bilinear,
 }

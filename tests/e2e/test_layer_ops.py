@@ -152,6 +152,15 @@ def _resize_bilinear_down(x, fq):  # type: ignore[no-untyped-def]
     return tf.image.resize(x, [3, 2], method="bilinear")
 
 
+def _pack(x, fq):  # type: ignore[no-untyped-def]
+    a = fq(tf.nn.relu(x), 0.0, 1.0)
+    return tf.stack([a, a[:, ::-1]], axis=3)
+
+
+def _pack_two_ranges(x, fq):  # type: ignore[no-untyped-def]
+    return fq(tf.stack([fq(tf.nn.relu(x), 0.0, 1.0), fq(x * 2.0, -2.0, 2.0)], axis=0), -2.0, 2.0)
+
+
 BUILDERS: dict[str, Callable] = {"upsampling_nearest": _upsampling_nearest,
                                  "resize_nearest_align_corners": _resize_nearest_align_corners,
                                  "resize_nearest_plain": _resize_nearest_plain, "real_div_folds": _real_div_folds, "hard_sigmoid": _hard_sigmoid,
@@ -166,7 +175,8 @@ BUILDERS: dict[str, Callable] = {"upsampling_nearest": _upsampling_nearest,
                                  "upsampling_bilinear": _upsampling_bilinear,
                                  "resize_bilinear_align_corners": _resize_bilinear_align_corners,
                                  "resize_bilinear_plain": _resize_bilinear_plain,
-                                 "resize_bilinear_down": _resize_bilinear_down}
+                                 "resize_bilinear_down": _resize_bilinear_down, "pack": _pack,
+                                 "pack_two_ranges": _pack_two_ranges}
 
 
 OPTIMIZED_ORACLE = {"reduce_sum"}
