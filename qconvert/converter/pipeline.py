@@ -60,6 +60,7 @@ from qconvert.quantize_pass.fold_ops import (
     fuse_quantized_activation,
 )
 from qconvert.quantize_pass.io import quantize_io, rename_io
+from qconvert.quantize_pass.regroup import regroup_splits
 
 
 @dataclass(frozen=True)
@@ -87,7 +88,7 @@ STAGES: tuple[Stage, ...] = (
     Stage("quantize", "quantize_pass", "DQ→op→Q ⇒ int8 op; int8/int32 constants; int8 graph I/O; versions; "
           "multiplier/shift records",
           (drop_back_to_back_fake_quant, float_op_constants, quantize_constants, fold_quantized_ops,
-           fold_requantize, fuse_quantized_activation, quantize_io, rename_io, tidy_names, check_int8,
+           fold_requantize, fuse_quantized_activation, regroup_splits, quantize_io, rename_io, tidy_names, check_int8,
            assign_versions, requant_records)),
 )
 

@@ -10,7 +10,7 @@ shape with the op table's shape functions. It never imports TensorFlow.
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -18,10 +18,12 @@ from qconvert.errors import ConversionError, UsageError
 from qconvert.frontend.const_eval import CONST_EVAL, CONST_ONLY, evaluate, shape_of
 from qconvert.frontend.graphdef import RawNode
 from qconvert.frontend.tf_ops import (
+    MULTI_OUTPUT,
     SHAPE_FROM_CONSTANTS,
     SHAPE_ONLY,
     STRUCTURAL,
     TF_OPS,
+    split_parts,
     supported_ops,
 )
 from qconvert.ir import Graph, Node, Tensor
@@ -190,6 +192,9 @@ def import_graph(
             value = evaluate(raw, [graph.const(t) for t in data_inputs])
             graph.add_tensor(Tensor(name, value.dtype.name, tuple(value.shape), value))
             continue
+        if op in MULTI_OUTPUT:
+            _add_parts(graph, raw, data_inputs)
+            continue
         if op in CONST_ONLY:
             raise ConversionError(
                 f"node '{name}' ({op}) computes on tensors that are not constant; only constant "
@@ -354,3 +359,36 @@ def infer_shape(ref: str, by_name: Mapping[str, RawNode]) -> tuple[int, ...] | N
     out = outputs_of(_node_of(ref))
     k = int(ref.rpartition(":")[2]) if ":" in ref and ref.rpartition(":")[2].isdigit() else 0
     return out[k] if out is not None and k < len(out) else None
+
+
+def _add_parts(graph: Graph, raw: RawNode, data_inputs: list[str]) -> None:
+    """A Split / SplitV / Unpack as one StridedSlice per output (``name``, ``name:1``, ...), each
+    tagged with its group; the quantize stage regroups them into one SPLIT / SPLIT_V / UNPACK."""
+    name = raw.name
+    parts = split_parts(raw, [graph.tensors[t].shape for t in data_inputs],
+                        [graph.tensors[t].data for t in data_inputs])
+    x = data_inputs[parts.data]
+    shape = graph.tensors[x].shape
+    shrink = parts.tfl == TF_OPS["Unpack"].tfl
+    for k, (start, stop) in enumerate(parts.bounds):
+        out = name if k == 0 else f"{name}:{k}"
+        index = tuple(slice(start, stop) if d == parts.axis else slice(None) for d in range(len(shape)))
+        if shrink:
+            index = tuple(start if d == parts.axis else s for d, s in enumerate(index))
+        value = graph.const(x)
+        if value is not None:
+            part = np.ascontiguousarray(value[index])
+            graph.add_tensor(Tensor(out, part.dtype.name, tuple(part.shape), part))
+            continue
+        begin = [start if d == parts.axis else 0 for d in range(len(shape))]
+        end = [stop if d == parts.axis else shape[d] for d in range(len(shape))]
+        consts = [graph.add_const(f"{out}/{what}", np.asarray(v, np.int32))
+                  for what, v in (("begin", begin), ("end", end), ("strides", [1] * len(shape)))]
+        out_shape = tuple(d for i, d in enumerate(shape) if not (shrink and i == parts.axis))
+        if not shrink:
+            out_shape = tuple(stop - start if i == parts.axis else d for i, d in enumerate(shape))
+        graph.add_tensor(Tensor(out, "float32", out_shape))
+        attrs = {"shrink_axis_mask": 1 << parts.axis if shrink else 0, "_group": name, "_part": k,
+                 "_kind": parts.tfl, "_axis": parts.axis, "_sizes": [b - a for a, b in parts.bounds],
+                 "_operands": parts.operands, "_options": parts.options}
+        graph.add_node(Node("StridedSlice", [x, *consts], [out], attrs, name=out))

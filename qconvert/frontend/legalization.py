@@ -146,7 +146,8 @@ def slice_(graph: Graph, node: Node) -> None:
 def strided_slice(graph: Graph, node: Node) -> None:
     for slot in (1, 2, 3):
         _int32_const(graph, node, slot)
-    node.attrs = {m: int(node.attrs.get(m, 0) or 0) for m in STRIDED_SLICE_MASKS}
+    group = {k: v for k, v in node.attrs.items() if k.startswith("_")}  # a part of a Split (importer)
+    node.attrs = {m: int(node.attrs.get(m, 0) or 0) for m in STRIDED_SLICE_MASKS} | group
     node.op = "STRIDED_SLICE"
 
 

@@ -5,8 +5,9 @@ place that knows TensorFlow op names.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -263,6 +264,58 @@ def shape_transpose(node: Any, s: list[Shape], c: list[Any]) -> Shape:
 
 
 @dataclass(frozen=True)
+class Parts:
+    """A multi-output op (Split, SplitV, Unpack) as one slice per output: the TFLite op the
+    slices are regrouped into, the data operand, the axis and each part's [start, stop)."""
+
+    tfl: str
+    data: int
+    axis: int
+    bounds: list[tuple[int, int]]
+
+    @property
+    def operands(self) -> tuple[str, ...]:
+        """The TFLite op's operands: "x", "axis", "sizes"."""
+        return {"SPLIT": ("axis", "x"), "SPLIT_V": ("x", "sizes", "axis")}.get(self.tfl, ("x",))
+
+    @property
+    def options(self) -> dict[str, int]:
+        n = len(self.bounds)
+        return {"num": n, "axis": self.axis} if self.tfl == "UNPACK" else {"num_splits": n}
+
+
+def split_parts(node: Any, s: list[Shape], c: list[Any]) -> Parts:
+    what = f"node '{node.name}' ({node.op})"
+    if node.op == "Unpack":
+        rank = len(s[0])
+        axis = int(_attr(node, "axis", 0))
+        if not -rank <= axis < rank:
+            raise ConversionError(f"{what}: axis {axis} out of range for {list(s[0])}")
+        axis %= rank
+        return Parts("UNPACK", 0, axis, [(i, i + 1) for i in range(s[0][axis])])
+    data, dim_slot = (1, 0) if node.op == "Split" else (0, 2)
+    shape = s[data]
+    axis = _axes(node, _const_input(node, c, dim_slot, "split axis"), len(shape))[0]
+    n = int(_attr(node, "num_split", 1))
+    if node.op == "Split":
+        if n < 1 or shape[axis] % n:
+            raise ConversionError(f"{what}: dimension {axis} of {list(shape)} does not split into {n} parts")
+        sizes = [shape[axis] // n] * n
+    else:
+        sizes = [int(v) for v in _const_input(node, c, 1, "size_splits").reshape(-1)]
+        if sizes.count(-1) == 1:
+            sizes[sizes.index(-1)] = shape[axis] - (sum(sizes) + 1)
+        if len(sizes) != n or min(sizes) < 0 or sum(sizes) != shape[axis]:
+            raise ConversionError(f"{what}: sizes {sizes} do not split dimension {axis} of {list(shape)}")
+    stops = np.cumsum(sizes).tolist()
+    return Parts("SPLIT" if node.op == "Split" else "SPLIT_V", data, axis,
+                 [(int(b - n_), int(b)) for b, n_ in zip(stops, sizes)])
+
+
+MULTI_OUTPUT = {"Split", "SplitV", "Unpack"}
+
+
+@dataclass(frozen=True)
 class TfOp:
     """A TensorFlow op we read: the TFLite op it becomes, its shape function, and its rewrite
     into that op (stage 2; ``legalization.py``). FakeQuant* have their own pass."""
@@ -318,6 +371,9 @@ TF_OPS: dict[str, TfOp] = {
     "Squeeze": TfOp("SQUEEZE", shape_squeeze, lg.squeeze),
     "ConcatV2": TfOp("CONCATENATION", shape_concat, lg.concat),
     "Pack": TfOp("PACK", shape_pack, lg.pack),
+    "Split": TfOp("SPLIT", None),  # MULTI_OUTPUT: the importer makes one slice per output
+    "SplitV": TfOp("SPLIT_V", None),
+    "Unpack": TfOp("UNPACK", None),
     "Pad": TfOp("PAD", shape_pad, lg.pad),
     "Softmax": TfOp("SOFTMAX", shape_same, lg.plain("SOFTMAX", beta=1.0)),
     "Sigmoid": TfOp("LOGISTIC", shape_same, lg.plain("LOGISTIC")),

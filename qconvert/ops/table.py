@@ -108,6 +108,10 @@ TABLE: dict[str, OpRow] = dict([
     _row("REDUCE_MAX", Rule.SAME_SCALE, 2, float_inputs=(0,), kernel=k.reduce_max),
     _row("CONCATENATION", Rule.SAME_SCALE, 2, kernel=k.concatenation, folds=True),
     _row("PACK", Rule.SAME_SCALE, 2, kernel=k.pack, folds=True),
+    # regrouped from per-output STRIDED_SLICEs once int8 (quantize_pass/regroup.py)
+    _row("SPLIT", Rule.SAME_SCALE, 2, float_inputs=(1,)),
+    _row("SPLIT_V", Rule.SAME_SCALE, 2, float_inputs=(0,)),
+    _row("UNPACK", Rule.SAME_SCALE, 2, float_inputs=(0,)),
     _row("RESHAPE", Rule.SAME_SCALE, 1, float_inputs=(0,), reshapes=True, folds=True, layout="reshape"),
     _row("SQUEEZE", Rule.SAME_SCALE, 1, reshapes=True, folds=True),
     _row("PAD", Rule.SAME_SCALE, 2, float_inputs=(0,), kernel=k.pad, folds=True),

@@ -13,7 +13,8 @@ the caller asks for it (``quantize_inputs``).
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -141,7 +142,9 @@ class IntegerModel:
         for index, name in zip(self.model.inputs, names):
             values[index] = self._feed(index, feeds[name], quantize_inputs)
         for k, op in enumerate(self.model.operators):
-            values[op.outputs[0]] = self._execute(k, op, values)
+            y = self._execute(k, op, values)
+            for index, value in zip(op.outputs, y if isinstance(y, list) else [y]):
+                values[index] = value
         outputs = {self.tensors[i].name: values[i] for i in self.model.outputs}
         if not trace:
             return outputs
@@ -165,7 +168,7 @@ class IntegerModel:
             raise RunError(f"tensor '{_show(self.tensors[index].name)}' is read before it is computed")
         return array
 
-    def _execute(self, k: int, op: Any, values: dict[int, np.ndarray]) -> np.ndarray:
+    def _execute(self, k: int, op: Any, values: dict[int, np.ndarray]) -> Any:
         out = self.tensors[op.outputs[0]]
         where = f"operator {k} ({op.builtin} '{_show(out.name)}')"
         try:
@@ -196,6 +199,15 @@ class IntegerModel:
         except (ValueError, IndexError, TypeError, KeyError, MemoryError, ArithmeticError) as exc:  # a damaged file
             raise RunError(f"{where} cannot run: {type(exc).__name__}: "
                            f"{_show(str(exc).splitlines()[0]) if str(exc) else ''}") from None
+        if isinstance(y, list):  # one array per output (SPLIT, SPLIT_V, UNPACK)
+            if len(y) != len(op.outputs):
+                raise RunError(f"{where} computes {len(y)} outputs, the file declares {len(op.outputs)}")
+            for value, index in zip(y, op.outputs):
+                if tuple(value.shape) != tuple(self.tensors[index].shape):
+                    raise RunError(f"{where} computes shape {list(value.shape)} for output "
+                                   f"'{_show(self.tensors[index].name)}', the file declares "
+                                   f"{list(self.tensors[index].shape)}")
+            return y
         if tuple(y.shape) != tuple(out.shape):
             raise RunError(f"{where} computes shape {list(y.shape)}, the file declares {list(out.shape)}")
         return y

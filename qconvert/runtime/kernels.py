@@ -19,13 +19,19 @@ on int8 data of realistic size); every rescale wraps and rounds as int32 arithme
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 from qconvert.errors import KernelError
-from qconvert.ops.windows import bilinear_taps_int, nearest_indices, strided_index, windows
+from qconvert.ops.windows import (
+    bilinear_taps_int,
+    nearest_indices,
+    strided_index,
+    windows,
+)
 from qconvert.runtime import reduce, transcendental
 from qconvert.runtime.fixed_point import I64, mbqm, scale_by_binary64
 
@@ -300,6 +306,30 @@ def pack(call: OpCall) -> np.ndarray:
     return np.stack([x for x in call.inputs if x is not None], axis=int(call.options.get("axis", 0)))
 
 
+def split(call: OpCall) -> list[np.ndarray]:
+    """SPLIT ``(axis, x)``: equal parts, one per output."""
+    x = call.inputs[1]
+    axis = int(np.asarray(call.inputs[0]).reshape(-1)[0]) % x.ndim
+    return list(np.split(x, int(call.options["num_splits"]), axis=axis))
+
+
+def split_v(call: OpCall) -> list[np.ndarray]:
+    """SPLIT_V ``(x, size_splits, axis)``: parts of the given sizes (one may be -1)."""
+    x = call.inputs[0]
+    axis = int(np.asarray(call.inputs[2]).reshape(-1)[0]) % x.ndim
+    sizes = [int(s) for s in np.asarray(call.inputs[1]).reshape(-1)]
+    if -1 in sizes:
+        sizes[sizes.index(-1)] = x.shape[axis] - (sum(sizes) + 1)
+    return list(np.split(x, np.cumsum(sizes)[:-1], axis=axis))
+
+
+def unpack(call: OpCall) -> list[np.ndarray]:
+    """UNPACK: the slices along ``axis``, that axis removed."""
+    x = call.inputs[0]
+    axis = int(call.options.get("axis", 0)) % x.ndim
+    return [np.take(x, i, axis=axis) for i in range(x.shape[axis])]
+
+
 def transpose(call: OpCall) -> np.ndarray:
     return np.transpose(call.inputs[0], [int(v) for v in call.inputs[1]])
 
@@ -388,5 +418,8 @@ KERNELS: dict[str, Callable[[OpCall], np.ndarray]] = {
     "HARD_SWISH": transcendental.lookup,
     "PRELU": prelu,
     "PACK": pack,
+    "SPLIT": split,
+    "SPLIT_V": split_v,
+    "UNPACK": unpack,
     "RESIZE_BILINEAR": resize_bilinear,
 }

@@ -161,6 +161,21 @@ def _pack_two_ranges(x, fq):  # type: ignore[no-untyped-def]
     return fq(tf.stack([fq(tf.nn.relu(x), 0.0, 1.0), fq(x * 2.0, -2.0, 2.0)], axis=0), -2.0, 2.0)
 
 
+def _split(x, fq):  # type: ignore[no-untyped-def]
+    a, b = tf.split(fq(tf.nn.relu(x), 0.0, 1.0), 2, axis=1)
+    return fq(a + b, 0.0, 2.0)
+
+
+def _split_v(x, fq):  # type: ignore[no-untyped-def]
+    a, b, c = tf.split(x, [1, -1, 1], axis=3)
+    return fq(fq(c * b, -1.0, 1.0) + a, -1.5, 1.5)
+
+
+def _unpack(x, fq):  # type: ignore[no-untyped-def]
+    rows = tf.unstack(x, axis=1)  # an unrolled RNN's time steps
+    return fq(rows[0] + rows[3], -2.0, 2.0)
+
+
 BUILDERS: dict[str, Callable] = {"upsampling_nearest": _upsampling_nearest,
                                  "resize_nearest_align_corners": _resize_nearest_align_corners,
                                  "resize_nearest_plain": _resize_nearest_plain, "real_div_folds": _real_div_folds, "hard_sigmoid": _hard_sigmoid,
@@ -175,7 +190,7 @@ BUILDERS: dict[str, Callable] = {"upsampling_nearest": _upsampling_nearest,
                                  "upsampling_bilinear": _upsampling_bilinear,
                                  "resize_bilinear_align_corners": _resize_bilinear_align_corners,
                                  "resize_bilinear_plain": _resize_bilinear_plain,
-                                 "resize_bilinear_down": _resize_bilinear_down, "pack": _pack,
+                                 "resize_bilinear_down": _resize_bilinear_down, "pack": _pack, "split": _split, "split_v": _split_v, "unpack": _unpack,
                                  "pack_two_ranges": _pack_two_ranges}
 
 
