@@ -225,6 +225,24 @@ def pack(graph: Graph, node: Node) -> None:
     node.op = "PACK"
 
 
+def block_size(op: str) -> Rewrite:
+    def rewrite(graph: Graph, node: Node) -> None:
+        node.attrs = {"block_size": int(node.attrs["block_size"])}
+        node.op = op
+
+    return rewrite
+
+
+def gather(graph: Graph, node: Node) -> None:
+    """GatherV2 ``(x, indices, axis)`` ⇒ GATHER ``(x, indices)`` with ``axis`` an option."""
+    rank = len(graph.tensors[node.inputs[0]].shape)
+    axis = int(np.asarray(graph.const(node.inputs[2])).reshape(-1)[0]) % rank
+    _int32_const(graph, node, 1)
+    node.inputs = node.inputs[:2]
+    node.attrs = {"axis": axis, "batch_dims": 0}
+    node.op = "GATHER"
+
+
 def pad(graph: Graph, node: Node) -> None:
     _int32_const(graph, node, 1)
     node.attrs = {}

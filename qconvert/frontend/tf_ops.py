@@ -226,6 +226,30 @@ def shape_pack(node: Any, s: list[Shape], c: list[Any]) -> Shape:
     return tuple(out)
 
 
+def shape_space_to_depth(node: Any, s: list[Shape], c: list[Any]) -> Shape:
+    b = int(_attr(node, "block_size", 0))
+    n, h, w, ch = s[0] if len(s[0]) == 4 else (0, 0, 0, 0)
+    if _attr(node, "data_format", "NHWC") != "NHWC" or b < 2 or not n:
+        raise ConversionError(f"node '{node.name}' ({node.op}): only NHWC with block_size ≥ 2 is supported")
+    if node.op == "SpaceToDepth":
+        if h % b or w % b:
+            raise ConversionError(f"node '{node.name}' (SpaceToDepth): {h}×{w} is not a multiple of {b}")
+        return (n, h // b, w // b, ch * b * b)
+    if ch % (b * b):
+        raise ConversionError(f"node '{node.name}' (DepthToSpace): {ch} channels are not a multiple of {b * b}")
+    return (n, h * b, w * b, ch // (b * b))
+
+
+def shape_gather(node: Any, s: list[Shape], c: list[Any]) -> Shape:
+    indices = _const_input(node, c, 1, "indices")
+    axis = _axes(node, _const_input(node, c, 2, "axis"), len(s[0]))[0]
+    if int(_attr(node, "batch_dims", 0)) != 0:
+        raise ConversionError(f"node '{node.name}' (GatherV2): batch_dims other than 0 is not supported")
+    if indices.size and (indices.min() < 0 or indices.max() >= s[0][axis]):
+        raise ConversionError(f"node '{node.name}' (GatherV2): indices outside 0..{s[0][axis] - 1}")
+    return tuple(s[0][:axis]) + tuple(int(d) for d in indices.shape) + tuple(s[0][axis + 1:])
+
+
 def shape_pad(node: Any, s: list[Shape], c: list[Any]) -> Shape:
     pads = _const_input(node, c, 1, "paddings").astype(np.int64)
     if pads.shape != (len(s[0]), 2) or (pads < 0).any():
@@ -371,6 +395,9 @@ TF_OPS: dict[str, TfOp] = {
     "Squeeze": TfOp("SQUEEZE", shape_squeeze, lg.squeeze),
     "ConcatV2": TfOp("CONCATENATION", shape_concat, lg.concat),
     "Pack": TfOp("PACK", shape_pack, lg.pack),
+    "SpaceToDepth": TfOp("SPACE_TO_DEPTH", shape_space_to_depth, lg.block_size("SPACE_TO_DEPTH")),
+    "DepthToSpace": TfOp("DEPTH_TO_SPACE", shape_space_to_depth, lg.block_size("DEPTH_TO_SPACE")),
+    "GatherV2": TfOp("GATHER", shape_gather, lg.gather),
     "Split": TfOp("SPLIT", None),  # MULTI_OUTPUT: the importer makes one slice per output
     "SplitV": TfOp("SPLIT_V", None),
     "Unpack": TfOp("UNPACK", None),

@@ -20,6 +20,7 @@ import numpy as np
 
 from qconvert import quant
 from qconvert.errors import ConversionError
+from qconvert.ops import windows as windows_
 from qconvert.ops.windows import bilinear_taps, nearest_indices, strided_index, windows
 
 Kernel = Callable[..., np.ndarray]
@@ -122,6 +123,18 @@ def pad(node: Any, x: np.ndarray, p: np.ndarray) -> np.ndarray:
 
 def transpose(node: Any, x: np.ndarray, perm: np.ndarray) -> np.ndarray:
     return np.transpose(x, np.asarray(perm).astype(np.int64).tolist())
+
+
+def space_to_depth(node: Any, x: np.ndarray) -> np.ndarray:
+    return windows_.space_to_depth(x, int(node.attrs["block_size"]))
+
+
+def depth_to_space(node: Any, x: np.ndarray) -> np.ndarray:
+    return windows_.depth_to_space(x, int(node.attrs["block_size"]))
+
+
+def gather(node: Any, x: np.ndarray, indices: np.ndarray) -> np.ndarray:
+    return np.take(x, np.asarray(indices).astype(np.int64), axis=int(node.attrs.get("axis", 0)))
 
 
 def space_to_batch_nd(node: Any, x: np.ndarray, block: np.ndarray, pads: np.ndarray) -> np.ndarray:

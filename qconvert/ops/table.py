@@ -122,6 +122,9 @@ TABLE: dict[str, OpRow] = dict([
     _row("DEQUANTIZE", Rule.QUANT, 2),
     _row("FAKE_QUANT", Rule.QUANT, 1, kernel=k.fake_quant, folds=True, dropped_after_legalize=True),
     _row("TRANSPOSE", Rule.SAME_SCALE, 2, float_inputs=(0,), kernel=k.transpose, folds=True, layout="transpose"),
+    _row("SPACE_TO_DEPTH", Rule.SAME_SCALE, 2, kernel=k.space_to_depth, folds=True),
+    _row("DEPTH_TO_SPACE", Rule.SAME_SCALE, 2, kernel=k.depth_to_space, folds=True),
+    _row("GATHER", Rule.SAME_SCALE, 2, float_inputs=(0,), kernel=k.gather, folds=True),
     _row("SPACE_TO_BATCH_ND", Rule.SAME_SCALE, 2, float_inputs=(0,), kernel=k.space_to_batch_nd),
     _row("BATCH_TO_SPACE_ND", Rule.SAME_SCALE, 2, float_inputs=(0,), kernel=k.batch_to_space_nd),
 ])

@@ -62,6 +62,20 @@ def bilinear_taps_int(in_size: int, out_size: int, align_corners: bool, half_pix
     return lower, upper, pos - 1024 * lower
 
 
+def space_to_depth(x: np.ndarray, block: int) -> np.ndarray:
+    """NHWC: each ``block``×``block`` patch becomes ``block²·C`` channels (row, column, channel)."""
+    n, h, w, c = x.shape
+    return x.reshape(n, h // block, block, w // block, block, c).transpose(0, 1, 3, 2, 4, 5) \
+        .reshape(n, h // block, w // block, block * block * c)
+
+
+def depth_to_space(x: np.ndarray, block: int) -> np.ndarray:
+    """The inverse of ``space_to_depth``."""
+    n, h, w, c = x.shape
+    return x.reshape(n, h, w, block, block, c // (block * block)).transpose(0, 1, 3, 2, 4, 5) \
+        .reshape(n, h * block, w * block, c // (block * block))
+
+
 def window_padding(size: int, k: int, stride: int, dilation: int, padding: str) -> tuple[int, int, int]:
     """(output size, pad before, pad after) as TensorFlow computes SAME / VALID."""
     out = window_out(size, k, stride, dilation, padding)

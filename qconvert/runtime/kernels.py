@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from qconvert.errors import KernelError
+from qconvert.ops import windows as windows_
 from qconvert.ops.windows import (
     bilinear_taps_int,
     nearest_indices,
@@ -330,6 +331,20 @@ def unpack(call: OpCall) -> list[np.ndarray]:
     return [np.take(x, i, axis=axis) for i in range(x.shape[axis])]
 
 
+def space_to_depth(call: OpCall) -> np.ndarray:
+    return windows_.space_to_depth(call.inputs[0], int(call.options["block_size"]))
+
+
+def depth_to_space(call: OpCall) -> np.ndarray:
+    return windows_.depth_to_space(call.inputs[0], int(call.options["block_size"]))
+
+
+def gather(call: OpCall) -> np.ndarray:
+    """GATHER (batch_dims 0): rows of ``x`` along ``axis``; one scale in and out."""
+    x, indices = call.inputs[0], np.asarray(call.inputs[1]).astype(np.int64)
+    return np.take(x, indices, axis=int(call.options.get("axis", 0)) % x.ndim)
+
+
 def transpose(call: OpCall) -> np.ndarray:
     return np.transpose(call.inputs[0], [int(v) for v in call.inputs[1]])
 
@@ -418,6 +433,9 @@ KERNELS: dict[str, Callable[[OpCall], np.ndarray]] = {
     "HARD_SWISH": transcendental.lookup,
     "PRELU": prelu,
     "PACK": pack,
+    "SPACE_TO_DEPTH": space_to_depth,
+    "DEPTH_TO_SPACE": depth_to_space,
+    "GATHER": gather,
     "SPLIT": split,
     "SPLIT_V": split_v,
     "UNPACK": unpack,

@@ -176,6 +176,20 @@ def _unpack(x, fq):  # type: ignore[no-untyped-def]
     return fq(rows[0] + rows[3], -2.0, 2.0)
 
 
+def _space_to_depth(x, fq):  # type: ignore[no-untyped-def]
+    return fq(tf.nn.relu(tf.nn.space_to_depth(x, 2)), 0.0, 1.0)
+
+
+def _depth_to_space(x, fq):  # type: ignore[no-untyped-def]
+    # data movement only: its run is checked on LiteRT's optimized kernels (see OPTIMIZED_ORACLE)
+    h = tf.concat([x, x[:, ::-1], x[:, :, ::-1], x[:, ::-1, ::-1]], axis=3)
+    return tf.nn.depth_to_space(h, 2)  # sub-pixel upsampling
+
+
+def _gather(x, fq):  # type: ignore[no-untyped-def]
+    return fq(tf.nn.relu(tf.gather(x, [2, 0, 0], axis=3)), 0.0, 1.0)
+
+
 BUILDERS: dict[str, Callable] = {"upsampling_nearest": _upsampling_nearest,
                                  "resize_nearest_align_corners": _resize_nearest_align_corners,
                                  "resize_nearest_plain": _resize_nearest_plain, "real_div_folds": _real_div_folds, "hard_sigmoid": _hard_sigmoid,
@@ -190,11 +204,13 @@ BUILDERS: dict[str, Callable] = {"upsampling_nearest": _upsampling_nearest,
                                  "upsampling_bilinear": _upsampling_bilinear,
                                  "resize_bilinear_align_corners": _resize_bilinear_align_corners,
                                  "resize_bilinear_plain": _resize_bilinear_plain,
-                                 "resize_bilinear_down": _resize_bilinear_down, "pack": _pack, "split": _split, "split_v": _split_v, "unpack": _unpack,
+                                 "resize_bilinear_down": _resize_bilinear_down, "pack": _pack, "space_to_depth": _space_to_depth, "depth_to_space": _depth_to_space,
+                                 "gather": _gather, "split": _split, "split_v": _split_v, "unpack": _unpack,
                                  "pack_two_ranges": _pack_two_ranges}
 
 
-OPTIMIZED_ORACLE = {"reduce_sum"}
+# (and LiteRT 2.3's reference resolver has no DEPTH_TO_SPACE v2, the version TensorFlow writes)
+OPTIMIZED_ORACLE = {"reduce_sum", "depth_to_space"}
 # TensorFlow 2.21 folds a division after a conv with a FakeQuant'd kernel into the kernel and then
 # leaves the conv in float32 between DEQUANTIZE and QUANTIZE (measured)
 # and leaves PRELU in float32 when its alpha has a FakeQuant (measured: DEQUANTIZE, PRELU, QUANTIZE)
