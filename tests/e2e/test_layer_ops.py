@@ -215,6 +215,9 @@ OPTIMIZED_ORACLE = {"reduce_sum", "depth_to_space"}
 # leaves the conv in float32 between DEQUANTIZE and QUANTIZE (measured)
 # and leaves PRELU in float32 when its alpha has a FakeQuant (measured: DEQUANTIZE, PRELU, QUANTIZE)
 TF_LEAVES_FLOAT = {"real_div_folds", "prelu_quantized_alpha"}
+# TensorFlow 2.21 leaves UNPACK in float32 in about half of its runs on the same graph and
+# quantizes it in the others (measured: 2 of 4 runs): whichever it did is the comparison
+TF_SOMETIMES_FLOAT = {"unpack"}
 SHAPE_ONLY = {"RESHAPE", "SQUEEZE"}
 
 
@@ -259,7 +262,8 @@ def test_qat_graph_matches_tensorflow(name: str) -> None:
     pb = _graph(name, qat=True)
     theirs = _tf_qat(pb)
     ours = convert_graph(pb, {"input": (-1.0, 1.0)}, inputs=["input"], outputs=["out"]).model
-    if name in TF_LEAVES_FLOAT:  # TensorFlow leaves the op in float: the training graph is the oracle
+    if name in TF_LEAVES_FLOAT or (name in TF_SOMETIMES_FLOAT and oracle.float_tensors(theirs)):
+        # TensorFlow leaves the op in float: the training graph is the oracle
         assert oracle.float_tensors(theirs), "TensorFlow quantizes it fully now: compare with it"
         assert not oracle.float_tensors(ours)
         _assert_close_to_training_graph(pb, ours)
