@@ -211,7 +211,7 @@ def import_graph(
         shape = spec.shape(raw, in_shapes, consts) if spec.shape else in_shapes[0]
         if any(d <= 0 for d in shape) or int(np.prod(shape, dtype=np.int64)) > _MAX_ELEMENTS:
             raise ConversionError(f"node '{name}' ({op}) would produce a tensor of shape {list(shape)}")
-        graph.add_tensor(Tensor(name, "float32", tuple(int(d) for d in shape)))
+        graph.add_tensor(Tensor(name, spec.dtype(raw) if spec.dtype else "float32", tuple(int(d) for d in shape)))
         attrs = {k: v for k, v in raw.attrs.items() if v is not None}  # an empty AttrValue = not set
         graph.add_node(Node(op, data_inputs, [name], attrs, name=name))
 

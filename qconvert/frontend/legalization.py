@@ -243,6 +243,12 @@ def gather(graph: Graph, node: Node) -> None:
     node.op = "GATHER"
 
 
+def arg_max(graph: Graph, node: Node) -> None:
+    _int32_const(graph, node, 1)
+    node.attrs = {"output_type": graph.tensors[node.outputs[0]].dtype.upper()}
+    node.op = "ARG_MAX"
+
+
 def pad(graph: Graph, node: Node) -> None:
     _int32_const(graph, node, 1)
     node.attrs = {}

@@ -250,6 +250,13 @@ def shape_gather(node: Any, s: list[Shape], c: list[Any]) -> Shape:
     return tuple(s[0][:axis]) + tuple(int(d) for d in indices.shape) + tuple(s[0][axis + 1:])
 
 
+def shape_arg_max(node: Any, s: list[Shape], c: list[Any]) -> Shape:
+    axis = _axes(node, _const_input(node, c, 1, "axis"), len(s[0]))[0]
+    if _attr(node, "output_type", "int64") not in ("int32", "int64"):
+        raise ConversionError(f"node '{node.name}' (ArgMax): output_type must be int32 or int64")
+    return tuple(d for i, d in enumerate(s[0]) if i != axis)
+
+
 def shape_pad(node: Any, s: list[Shape], c: list[Any]) -> Shape:
     pads = _const_input(node, c, 1, "paddings").astype(np.int64)
     if pads.shape != (len(s[0]), 2) or (pads < 0).any():
@@ -347,6 +354,7 @@ class TfOp:
     tfl: str | None
     shape: Callable[[Any, list[Shape], list[Any]], Shape] | None
     legalize: Callable[[Any, Any], None] | None = None
+    dtype: Callable[[Any], str] | None = None  # the output's dtype when it is not float32
 
 
 # ``None`` as the TFLite op marks structural ops that disappear (Identity) or that
@@ -398,6 +406,7 @@ TF_OPS: dict[str, TfOp] = {
     "SpaceToDepth": TfOp("SPACE_TO_DEPTH", shape_space_to_depth, lg.block_size("SPACE_TO_DEPTH")),
     "DepthToSpace": TfOp("DEPTH_TO_SPACE", shape_space_to_depth, lg.block_size("DEPTH_TO_SPACE")),
     "GatherV2": TfOp("GATHER", shape_gather, lg.gather),
+    "ArgMax": TfOp("ARG_MAX", shape_arg_max, lg.arg_max, dtype=lambda node: node.attrs.get("output_type") or "int64"),
     "Split": TfOp("SPLIT", None),  # MULTI_OUTPUT: the importer makes one slice per output
     "SplitV": TfOp("SPLIT_V", None),
     "Unpack": TfOp("UNPACK", None),

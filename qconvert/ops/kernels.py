@@ -117,6 +117,12 @@ def pack(node: Any, *xs: np.ndarray) -> np.ndarray:
     return np.stack(xs, axis=int(node.attrs["axis"]))
 
 
+def arg_max(node: Any, x: np.ndarray, axis: np.ndarray) -> np.ndarray:
+    """The first index of the largest value (TFLite's ArgMinMax); int32 or int64."""
+    out = np.int32 if node.attrs.get("output_type") == "INT32" else np.int64
+    return np.argmax(x, axis=int(np.asarray(axis).reshape(-1)[0]) % x.ndim).astype(out)
+
+
 def pad(node: Any, x: np.ndarray, p: np.ndarray) -> np.ndarray:
     return np.pad(x, np.asarray(p).astype(np.int64).tolist())
 

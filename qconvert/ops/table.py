@@ -124,6 +124,7 @@ TABLE: dict[str, OpRow] = dict([
     _row("TRANSPOSE", Rule.SAME_SCALE, 2, float_inputs=(0,), kernel=k.transpose, folds=True, layout="transpose"),
     _row("SPACE_TO_DEPTH", Rule.SAME_SCALE, 2, kernel=k.space_to_depth, folds=True),
     _row("DEPTH_TO_SPACE", Rule.SAME_SCALE, 2, kernel=k.depth_to_space, folds=True),
+    _row("ARG_MAX", Rule.FREE, 2, float_inputs=(0,), kernel=k.arg_max),  # int32/int64 output: no parameters
     _row("GATHER", Rule.SAME_SCALE, 2, float_inputs=(0,), kernel=k.gather, folds=True),
     _row("SPACE_TO_BATCH_ND", Rule.SAME_SCALE, 2, float_inputs=(0,), kernel=k.space_to_batch_nd),
     _row("BATCH_TO_SPACE_ND", Rule.SAME_SCALE, 2, float_inputs=(0,), kernel=k.batch_to_space_nd),

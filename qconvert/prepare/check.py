@@ -44,6 +44,8 @@ def check_quantizable(graph: Graph, ctx: Context) -> bool:
                 )
         for name in node.outputs:
             readers = graph.consumers(name)
+            if graph.tensors[name].dtype != "float32":  # ARG_MAX's index
+                continue
             if not readers or not all(is_quantize(x) for x in readers) or name in graph.outputs:
                 missing.setdefault(name, [])
     for name, readers in missing.items():

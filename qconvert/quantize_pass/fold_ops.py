@@ -37,6 +37,9 @@ def fold_quantized_ops(graph: Graph, ctx: Context) -> bool:
             elif graph.tensors[name].dtype == "float32":
                 raise ConversionError(f"{node.op} '{node.name}': operand '{name}' is still float")
         out = node.outputs[0]
+        if graph.tensors[out].dtype != "float32":  # ARG_MAX: an index, not a quantized value
+            folded = True
+            continue
         readers = [x for x in graph.consumers(out) if is_quantize(x)]
         if not readers:
             raise ConversionError(f"{node.op} '{node.name}': output '{out}' has no quantization parameters")

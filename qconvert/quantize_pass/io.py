@@ -35,6 +35,9 @@ def quantize_io(graph: Graph, ctx: Context) -> bool:
     outs = []
     for name in graph.outputs:
         dq = graph.producer(name)
+        if graph.tensors[name].dtype in ("int32", "int64"):  # ARG_MAX's index: an output as it is
+            outs.append(name)
+            continue
         if ctx.allow_float and not is_dequantize(dq):
             outs.append(name)  # produced by a float op: the output stays float
             continue

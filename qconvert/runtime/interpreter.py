@@ -90,7 +90,8 @@ class IntegerModel:
 
     def _check_types(self, k: int, op: Any) -> None:
         """int8 activations (int32 only for biases, shapes and axes); float only at the boundary."""
-        acts = [t for t in op.inputs + op.outputs if t >= 0 and self.tensors[t].data is None]
+        acts = [t for t in op.inputs + op.outputs if t >= 0 and self.tensors[t].data is None
+                and not (t in op.outputs and self.tensors[t].dtype in ("int32", "int64"))]  # ARG_MAX's index
         kinds = {self.tensors[t].dtype for t in acts}
         boundary = _converts(op) and kinds <= {"float32", "int8"}
         if kinds != {"int8"} and not boundary:
@@ -145,7 +146,7 @@ class IntegerModel:
             y = self._execute(k, op, values)
             for index, value in zip(op.outputs, y if isinstance(y, list) else [y]):
                 values[index] = value
-        outputs = {self.tensors[i].name: values[i] for i in self.model.outputs}
+        outputs = {self.tensors[i].name: self._value(i, values) for i in self.model.outputs}  # may be a constant
         if not trace:
             return outputs
         return outputs, {self.tensors[i].name: v for i, v in values.items()}

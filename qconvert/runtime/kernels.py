@@ -345,6 +345,12 @@ def gather(call: OpCall) -> np.ndarray:
     return np.take(x, indices, axis=int(call.options.get("axis", 0)) % x.ndim)
 
 
+def arg_max(call: OpCall) -> np.ndarray:
+    x = call.inputs[0]
+    out = np.int32 if call.options.get("output_type") in ("INT32", 2) else np.int64
+    return np.argmax(x, axis=int(np.asarray(call.inputs[1]).reshape(-1)[0]) % x.ndim).astype(out)
+
+
 def transpose(call: OpCall) -> np.ndarray:
     return np.transpose(call.inputs[0], [int(v) for v in call.inputs[1]])
 
@@ -436,6 +442,7 @@ KERNELS: dict[str, Callable[[OpCall], np.ndarray]] = {
     "SPACE_TO_DEPTH": space_to_depth,
     "DEPTH_TO_SPACE": depth_to_space,
     "GATHER": gather,
+    "ARG_MAX": arg_max,
     "SPLIT": split,
     "SPLIT_V": split_v,
     "UNPACK": unpack,

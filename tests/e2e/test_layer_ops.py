@@ -190,6 +190,11 @@ def _gather(x, fq):  # type: ignore[no-untyped-def]
     return fq(tf.nn.relu(tf.gather(x, [2, 0, 0], axis=3)), 0.0, 1.0)
 
 
+def _arg_max(x, fq):  # type: ignore[no-untyped-def]
+    h = fq(tf.nn.conv2d(x, _weights(fq), [1, 1, 1, 1], "SAME"), -4.0, 4.0)
+    return tf.argmax(h, axis=3)  # a segmentation head
+
+
 BUILDERS: dict[str, Callable] = {"upsampling_nearest": _upsampling_nearest,
                                  "resize_nearest_align_corners": _resize_nearest_align_corners,
                                  "resize_nearest_plain": _resize_nearest_plain, "real_div_folds": _real_div_folds, "hard_sigmoid": _hard_sigmoid,
@@ -205,7 +210,7 @@ BUILDERS: dict[str, Callable] = {"upsampling_nearest": _upsampling_nearest,
                                  "resize_bilinear_align_corners": _resize_bilinear_align_corners,
                                  "resize_bilinear_plain": _resize_bilinear_plain,
                                  "resize_bilinear_down": _resize_bilinear_down, "pack": _pack, "space_to_depth": _space_to_depth, "depth_to_space": _depth_to_space,
-                                 "gather": _gather, "split": _split, "split_v": _split_v, "unpack": _unpack,
+                                 "gather": _gather, "arg_max": _arg_max, "split": _split, "split_v": _split_v, "unpack": _unpack,
                                  "pack_two_ranges": _pack_two_ranges}
 
 
@@ -335,3 +340,24 @@ def _assert_close_to_training_graph(pb: bytes, model: bytes) -> None:
             got = it.get_tensor(o["index"]).astype(np.float64)
             want = s.run("out:0", {"input:0": ((q.astype(np.float32) - zi) * si)}) / so + zo
             assert np.abs(got - np.round(want)).max() <= 1
+
+
+def test_int64_and_constant_outputs_run_as_in_litert() -> None:
+    """ARG_MAX's int64 index and a constant graph output (a dangling FakeQuant on a constant,
+    which output auto-detection picks up) come out of ``run`` as LiteRT gives them."""
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    from qconvert.api import convert_graph
+    from qconvert.runtime.interpreter import IntegerModel
+
+    model = convert_graph(_graph("arg_max", qat=True), {"input": (-1.0, 1.0)}).model
+    it = Interpreter(model_content=model, experimental_op_resolver_type=OpResolverType.BUILTIN_REF)
+    it.allocate_tensors()
+    x = np.random.default_rng(5).integers(-128, 128, SHAPE).astype(np.int8)
+    it.set_tensor(it.get_input_details()[0]["index"], x)
+    it.invoke()
+    got = IntegerModel(model).run({"input": x})
+    assert len(got) == len(it.get_output_details()) == 2
+    for d in it.get_output_details():
+        np.testing.assert_array_equal(got[d["name"]], it.get_tensor(d["index"]))
+        assert got[d["name"]].dtype == it.get_tensor(d["index"]).dtype
