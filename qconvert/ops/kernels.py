@@ -69,6 +69,8 @@ def fully_connected(node: Any, x: np.ndarray, w: np.ndarray, b: np.ndarray | Non
     y = x.reshape(-1, w.shape[1]) @ w.T
     if b is not None:
         y = y + b
+    if node.attrs.get("keep_num_dims"):
+        y = y.reshape(*x.shape[:-1], w.shape[0])
     return activation(node, y.astype(np.float32, copy=False))
 
 

@@ -132,6 +132,11 @@ def resize_bilinear_version(row: Any, ins: Inputs, out: Operand, options: Mappin
     return 3 if options.get("half_pixel_centers") else row.int8_version
 
 
+def fully_connected_version(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> int:
+    """FULLY_CONNECTED int8: version 4, 5 with keep_num_dims (TFLite's op_version rules)."""
+    return 5 if options.get("keep_num_dims") else row.int8_version
+
+
 def mul_version(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> int:
     """MUL is version 3 when its rescale factor in1·in2/out is at least 1 (float32)."""
     a, b, o = (np.float32(t.s) for t in (_input(ins, 0), _input(ins, 1), out))

@@ -80,7 +80,7 @@ TABLE: dict[str, OpRow] = dict([
     _row("DEPTHWISE_CONV_2D", Rule.WEIGHTED, 3, weight_axis=3, fuses_activation=True, float_inputs=(0,),
          symmetric_weights=True, kernel=k.depthwise_conv_2d, requant=r.convolution),
     _row("FULLY_CONNECTED", Rule.WEIGHTED, 4, fuses_activation=True, float_inputs=(0,),
-         kernel=k.fully_connected, requant=r.fully_connected),
+         kernel=k.fully_connected, requant=r.fully_connected, version=r.fully_connected_version),
     _row("ADD", Rule.FREE, 2, fuses_activation=True, bias_sign=1, neutral=(0.0, (0, 1)), in_place=True,
          kernel=k.binary(lambda a, b: a + b), folds=True, requant=r.add_sub, arith="add"),
     _row("SUB", Rule.FREE, 2, fuses_activation=True, bias_sign=-1, neutral=(0.0, (1,)), in_place=True,

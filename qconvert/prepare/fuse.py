@@ -10,6 +10,8 @@
    set, for ops whose TFLite kernel clamps (conv, depthwise, FC, ADD, SUB, MUL).
 3. ``x · relu6(x + 3) · (1/6)`` ⇒ ``HARD_SWISH(x)`` (see fuse_hard_swish).
 4. ``relu(x) + c · relu(-x)`` ⇒ ``PRELU(x, -c)`` (see fuse_prelu).
+5. ``RESHAPE → FULLY_CONNECTED → RESHAPE`` on an N-D tensor ⇒ ``FULLY_CONNECTED(keep_num_dims)``
+   (see fuse_reshapes_into_fully_connected), first of all, so the bias and ReLU fuse after it.
 
 Both happen before quantization, as in TensorFlow's converter: a FakeQuant between
 the two ops (a Q/DQ pair) blocks the fusion, since the range in between matters.
@@ -24,7 +26,7 @@ import numpy as np
 
 from qconvert.ir import Graph, Node
 from qconvert.ir.passes import Context, Origin
-from qconvert.ir.qdq import dequantized_from, insert_qdq_on_edge
+from qconvert.ir.qdq import dequantized_from, insert_qdq_on_edge, is_dequantize, is_quantize
 from qconvert.ops import HARD_SWISH_GATE, PRELU_GATE, OpRow, Rule, row
 
 
@@ -336,3 +338,46 @@ def _prelu_halves(graph: Graph, add: Node, slot: int) -> tuple[str, str, list[No
         if minus is not None:
             return x, minus[0], [pos, scaled, neg[1], minus[1]]
     return None
+
+
+def fuse_reshapes_into_fully_connected(graph: Graph, ctx: Context) -> bool:
+    """``RESHAPE([..., K] → [N, K]) → FULLY_CONNECTED → RESHAPE([N, O] → [..., O])`` ⇒
+    ``FULLY_CONNECTED(keep_num_dims=True)`` on the N-D tensor: a Keras Dense on a 3-D or 4-D
+    input (``tensordot``), as TensorFlow fuses it (measured on TF 2.21: one FULLY_CONNECTED v5
+    with keep_num_dims, its bias and ReLU fused). The leading dimensions must come back
+    unchanged; every intermediate has one reader."""
+    dead: list[Node] = []
+    for fc in graph:
+        r = row(fc.op)
+        if r is None or r.rule is not Rule.WEIGHTED or r.weight_axis is not None or fc.attrs.get("keep_num_dims"):
+            continue
+        before = graph.producer(fc.inputs[0])
+        qdq: list[Node] = []
+        if is_dequantize(before) and len(graph.consumers(fc.inputs[0])) == 1:
+            # the FakeQuant of the flattened input (a Q/DQ pair between the RESHAPE and the FC)
+            q = graph.producer(before.inputs[0])
+            if is_quantize(q) and len(graph.consumers(q.outputs[0])) == 1 and not graph.is_const(q.inputs[0]):
+                qdq, before = [q, before], graph.producer(q.inputs[0])
+        after = _sole_reader(graph, fc)
+        if before is None or after is None or not (row(before.op) and row(before.op).reshapes) \
+                or not (row(after.op) and row(after.op).reshapes) or len(graph.consumers(before.outputs[0])) != 1 \
+                or before.outputs[0] in graph.outputs:
+            continue
+        x_shape = graph.tensors[before.inputs[0]].shape
+        y_shape = graph.tensors[after.outputs[0]].shape
+        fc_shape = graph.tensors[fc.outputs[0]].shape
+        if x_shape is None or y_shape is None or len(x_shape) < 3 or len(y_shape) != len(x_shape) \
+                or tuple(y_shape[:-1]) != tuple(x_shape[:-1]) or y_shape[-1] != fc_shape[-1]:
+            continue
+        if qdq:  # the pair moves above the RESHAPE: it quantizes the N-D tensor
+            qdq[0].inputs[0] = before.inputs[0]
+            for n in qdq:
+                graph.tensors[n.outputs[0]].shape = tuple(x_shape)
+        else:
+            fc.inputs[0] = before.inputs[0]
+        fc.outputs = list(after.outputs)
+        fc.attrs["keep_num_dims"] = True
+        dead += [before, after]
+    graph.remove_nodes(dead)
+    graph.prune()
+    return bool(dead)

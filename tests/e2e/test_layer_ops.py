@@ -195,6 +195,23 @@ def _arg_max(x, fq):  # type: ignore[no-untyped-def]
     return tf.argmax(h, axis=3)  # a segmentation head
 
 
+def _dense_3d(x, fq):  # type: ignore[no-untyped-def]
+    rng = np.random.default_rng(6)
+    w = rng.normal(0, 0.5, (3, 5)).astype(np.float32)
+    m = float(np.abs(w).max())
+    wq = fq(tf.constant(w), -m, m) if fq(tf.constant(1.0), 0.0, 2.0).op.type.startswith("FakeQuant") else tf.constant(w)
+    h = tf.tensordot(tf.reshape(x, [1, 16, 3]), wq, axes=1)  # Keras Dense on a sequence
+    return fq(tf.nn.relu(h + rng.normal(0, 0.2, 5).astype(np.float32)), 0.0, 2.0)
+
+
+def _dense_4d(x, fq):  # type: ignore[no-untyped-def]
+    w = np.random.default_rng(8).normal(0, 0.5, (3, 4)).astype(np.float32)
+    m = float(np.abs(w).max())
+    wq = fq(tf.constant(w), -m, m) if fq(tf.constant(1.0), 0.0, 2.0).op.type.startswith("FakeQuant") else tf.constant(w)
+    h = fq(tf.nn.relu(x), 0.0, 1.0)
+    return fq(tf.tensordot(h, wq, axes=1) + np.float32(0.1), -2.0, 2.0)  # Keras Dense on an image
+
+
 BUILDERS: dict[str, Callable] = {"upsampling_nearest": _upsampling_nearest,
                                  "resize_nearest_align_corners": _resize_nearest_align_corners,
                                  "resize_nearest_plain": _resize_nearest_plain, "real_div_folds": _real_div_folds, "hard_sigmoid": _hard_sigmoid,
@@ -210,7 +227,7 @@ BUILDERS: dict[str, Callable] = {"upsampling_nearest": _upsampling_nearest,
                                  "resize_bilinear_align_corners": _resize_bilinear_align_corners,
                                  "resize_bilinear_plain": _resize_bilinear_plain,
                                  "resize_bilinear_down": _resize_bilinear_down, "pack": _pack, "space_to_depth": _space_to_depth, "depth_to_space": _depth_to_space,
-                                 "gather": _gather, "arg_max": _arg_max, "split": _split, "split_v": _split_v, "unpack": _unpack,
+                                 "gather": _gather, "arg_max": _arg_max, "dense_3d": _dense_3d, "dense_4d": _dense_4d, "split": _split, "split_v": _split_v, "unpack": _unpack,
                                  "pack_two_ranges": _pack_two_ranges}
 
 
