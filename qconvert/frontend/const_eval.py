@@ -49,6 +49,7 @@ CONST_EVAL: dict[str, Callable[[Any, Sequence[np.ndarray]], np.ndarray]] = {
     "Min": _reduce(np.min),
     "Rsqrt": lambda node, v: rsqrt_float32(v[0]) if v[0].dtype == np.float32 else 1.0 / np.sqrt(v[0]),
     "Neg": lambda node, v: np.negative(v[0]),
+    "Sqrt": lambda node, v: np.sqrt(v[0]),  # IEEE: correctly rounded in float32, as TensorFlow
     "Cast": lambda node, v: v[0].astype(_dtype(node, "DstT", "float32")),
     "Add": _binary(np.add),
     "AddV2": _binary(np.add),
@@ -65,7 +66,7 @@ CONST_EVAL: dict[str, Callable[[Any, Sequence[np.ndarray]], np.ndarray]] = {
     "Fill": lambda node, v: np.full([int(d) for d in v[0].reshape(-1)], v[1]),
 }
 # Ops that exist only to compute constants: they must fold, or the graph is not supported.
-CONST_ONLY = {"Rsqrt", "Prod", "Min", "Cast", "FloorDiv", "Fill", "Shape"}
+CONST_ONLY = {"Rsqrt", "Sqrt", "Prod", "Min", "Cast", "FloorDiv", "Fill", "Shape"}
 
 
 def evaluate(node: Any, values: Sequence[np.ndarray]) -> np.ndarray:

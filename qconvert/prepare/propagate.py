@@ -65,14 +65,16 @@ def _producers(graph: Graph, tensor: str) -> Touched:
     return [p] if p is not None else []
 
 
-def _const_operand(graph: Graph, node: Node, slot: int) -> bool:
+def _const_operand(graph: Graph, node: Node, slot: int, legacy_float_scale: bool = False) -> bool:
     name = node.inputs[slot]
     if not graph.is_const(name) or graph.tensors[name].dtype != "float32":
         return False
     value = graph.const(name)
     lo = min(0.0, float(value.min())) if value.size else 0.0
     hi = max(0.0, float(value.max())) if value.size else 0.0
-    insert_qdq_on_edge(graph, node, slot, _signed_params(lo, hi, False), Origin.WEIGHT)
+    # post-training quantization: GetUniformQuantizedTypeForWeight's DownCastScale (float32 scale)
+    params = qm.calibrated_range_params(lo, hi) if legacy_float_scale else _signed_params(lo, hi, False)
+    insert_qdq_on_edge(graph, node, slot, params, Origin.WEIGHT)
     return True
 
 
@@ -222,7 +224,7 @@ def _free(graph: Graph, node: Node, ctx: Context) -> Touched | None:
         if slot in weights and graph.is_const(name):  # PRELU's alpha: symmetric, per tensor
             insert_qdq_on_edge(graph, node, slot, weight_params(graph.const(name), None), Origin.WEIGHT)
         else:
-            _const_operand(graph, node, slot)
+            _const_operand(graph, node, slot, ctx.legacy_float_scale)
     return []
 
 

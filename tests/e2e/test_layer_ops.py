@@ -212,6 +212,13 @@ def _dense_4d(x, fq):  # type: ignore[no-untyped-def]
     return fq(tf.tensordot(h, wq, axes=1) + np.float32(0.1), -2.0, 2.0)  # Keras Dense on an image
 
 
+def _normalization(x, fq):  # type: ignore[no-untyped-def]
+    # Keras' Normalization layer (EfficientNet's stem): (x - mean) / sqrt(variance), constants
+    mean = tf.constant(np.array([0.1, -0.2, 0.05], np.float32))
+    var = tf.constant(np.array([0.7, 1.9, 0.33], np.float32))
+    return fq(fq(x - mean, -1.5, 1.5) / tf.maximum(tf.sqrt(var), 1e-7), -3.0, 3.0)
+
+
 BUILDERS: dict[str, Callable] = {"upsampling_nearest": _upsampling_nearest,
                                  "resize_nearest_align_corners": _resize_nearest_align_corners,
                                  "resize_nearest_plain": _resize_nearest_plain, "real_div_folds": _real_div_folds, "hard_sigmoid": _hard_sigmoid,
@@ -227,7 +234,7 @@ BUILDERS: dict[str, Callable] = {"upsampling_nearest": _upsampling_nearest,
                                  "resize_bilinear_align_corners": _resize_bilinear_align_corners,
                                  "resize_bilinear_plain": _resize_bilinear_plain,
                                  "resize_bilinear_down": _resize_bilinear_down, "pack": _pack, "space_to_depth": _space_to_depth, "depth_to_space": _depth_to_space,
-                                 "gather": _gather, "arg_max": _arg_max, "dense_3d": _dense_3d, "dense_4d": _dense_4d, "split": _split, "split_v": _split_v, "unpack": _unpack,
+                                 "gather": _gather, "arg_max": _arg_max, "dense_3d": _dense_3d, "normalization": _normalization, "dense_4d": _dense_4d, "split": _split, "split_v": _split_v, "unpack": _unpack,
                                  "pack_two_ranges": _pack_two_ranges}
 
 
