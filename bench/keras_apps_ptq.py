@@ -38,7 +38,9 @@ APPS = {  # name: (constructor, minimum input size)
 def build(name: str, size: int) -> tuple[bytes, list[int]]:
     import tensorflow as tf
     import tf_keras as keras
-    from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
+    from tensorflow.python.framework.convert_to_constants import (
+        convert_variables_to_constants_v2,
+    )
 
     keras.backend.clear_session()
     keras.utils.set_random_seed(0)
