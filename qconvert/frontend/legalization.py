@@ -123,6 +123,18 @@ def _int32_const(graph: Graph, node: Node, slot: int) -> None:
     node.inputs[slot] = graph.add_const(f"{node.name}/{slot}", np.asarray(value).astype(np.int32))
 
 
+def int32_operands(op: str, *slots: int) -> Rewrite:
+    """An op without options whose operands ``slots`` (permutation, paddings, begin/size)
+    are constants, written as int32."""
+    def rewrite(graph: Graph, node: Node) -> None:
+        for slot in slots:
+            _int32_const(graph, node, slot)
+        node.attrs = {}
+        node.op = op
+
+    return rewrite
+
+
 def reducer(op: str) -> Rewrite:
     """Mean, Max, ... over constant axes: ``op(x, axes)`` with ``keep_dims``."""
     def rewrite(graph: Graph, node: Node) -> None:
@@ -134,13 +146,6 @@ def reducer(op: str) -> Rewrite:
 
 
 mean = reducer("MEAN")
-
-
-def slice_(graph: Graph, node: Node) -> None:
-    _int32_const(graph, node, 1)
-    _int32_const(graph, node, 2)
-    node.attrs = {}
-    node.op = "SLICE"
 
 
 def strided_slice(graph: Graph, node: Node) -> None:
@@ -200,12 +205,6 @@ def reshape(graph: Graph, node: Node) -> None:
     node.op = "RESHAPE"
 
 
-def transpose(graph: Graph, node: Node) -> None:
-    _int32_const(graph, node, 1)
-    node.attrs = {}
-    node.op = "TRANSPOSE"
-
-
 def squeeze(graph: Graph, node: Node) -> None:
     node.attrs = {"squeeze_dims": [int(d) for d in node.attrs.get("squeeze_dims", []) or []]}
     node.op = "SQUEEZE"
@@ -247,12 +246,6 @@ def arg_max(graph: Graph, node: Node) -> None:
     _int32_const(graph, node, 1)
     node.attrs = {"output_type": graph.tensors[node.outputs[0]].dtype.upper()}
     node.op = "ARG_MAX"
-
-
-def pad(graph: Graph, node: Node) -> None:
-    _int32_const(graph, node, 1)
-    node.attrs = {}
-    node.op = "PAD"
 
 
 def fused_batch_norm(graph: Graph, node: Node) -> None:
