@@ -47,8 +47,8 @@ def build(name: str, size: int) -> tuple[bytes, list[int]]:
     ctor, minimum = APPS[name]
     side = max(size, minimum)
     shape = [1, side, side, 3]
-    kwargs = {"include_preprocessing": False} if "V3" in name or "EfficientNetV2" in name or "ConvNeXt" in name \
-        or "RegNet" in name else {}
+    with_preprocessing = ("MobileNetV3", "EfficientNetV2", "ConvNeXt", "RegNet")  # a Rescaling layer to skip
+    kwargs = {"include_preprocessing": False} if name.startswith(with_preprocessing) else {}
     # no classifier: an untrained network's logits collapse (~1e-6), too small a scale for SOFTMAX
     model = getattr(keras.applications, ctor)(weights=None, input_shape=tuple(shape[1:]), include_top=False,
                                               pooling="avg", **kwargs)
