@@ -27,6 +27,7 @@ from qconvert.frontend.tf_ops import (
     supported_ops,
 )
 from qconvert.ir import Graph, Node, Tensor
+from qconvert.ops.windows import strided_shape
 
 # TF1 control flow (tf.while_loop): no TFLite builtin takes it; TensorFlow refuses it too.
 _CONTROL_FLOW = {"Enter", "Exit", "LoopCond", "Merge", "NextIteration", "Switch", "TensorArrayV3",
@@ -369,13 +370,12 @@ def _add_parts(graph: Graph, raw: RawNode, data_inputs: list[str]) -> None:
                         [graph.tensors[t].data for t in data_inputs])
     x = data_inputs[parts.data]
     shape = graph.tensors[x].shape
+    value = graph.const(x)
     shrink = parts.tfl == TF_OPS["Unpack"].tfl
     for k, (start, stop) in enumerate(parts.bounds):
         out = name if k == 0 else f"{name}:{k}"
-        index = tuple(slice(start, stop) if d == parts.axis else slice(None) for d in range(len(shape)))
-        if shrink:
-            index = tuple(start if d == parts.axis else s for d, s in enumerate(index))
-        value = graph.const(x)
+        index = tuple((start if shrink else slice(start, stop)) if d == parts.axis else slice(None)
+                      for d in range(len(shape)))
         if value is not None:
             part = np.ascontiguousarray(value[index])
             graph.add_tensor(Tensor(out, part.dtype.name, tuple(part.shape), part))
@@ -384,10 +384,7 @@ def _add_parts(graph: Graph, raw: RawNode, data_inputs: list[str]) -> None:
         end = [stop if d == parts.axis else shape[d] for d in range(len(shape))]
         consts = [graph.add_const(f"{out}/{what}", np.asarray(v, np.int32))
                   for what, v in (("begin", begin), ("end", end), ("strides", [1] * len(shape)))]
-        out_shape = tuple(d for i, d in enumerate(shape) if not (shrink and i == parts.axis))
-        if not shrink:
-            out_shape = tuple(stop - start if i == parts.axis else d for i, d in enumerate(shape))
-        graph.add_tensor(Tensor(out, "float32", out_shape))
+        graph.add_tensor(Tensor(out, "float32", strided_shape(shape, index, f"node '{name}' ({raw.op})")))
         attrs = {"shrink_axis_mask": 1 << parts.axis if shrink else 0, "_group": name, "_part": k,
                  "_kind": parts.tfl, "_axis": parts.axis, "_sizes": [b - a for a, b in parts.bounds],
                  "_operands": parts.operands, "_options": parts.options}

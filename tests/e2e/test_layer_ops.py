@@ -219,6 +219,12 @@ def _normalization(x, fq):  # type: ignore[no-untyped-def]
     return fq(fq(x - mean, -1.5, 1.5) / tf.maximum(tf.sqrt(var), 1e-7), -3.0, 3.0)
 
 
+def _split_constant(x, fq):  # type: ignore[no-untyped-def]
+    c = np.random.default_rng(9).normal(0, 0.5, (1, 4, 4, 6)).astype(np.float32)
+    _, b = tf.split(tf.constant(c), 2, axis=3)  # folds at import
+    return fq(x + b, -2.5, 2.5)
+
+
 BUILDERS: dict[str, Callable] = {"upsampling_nearest": _upsampling_nearest,
                                  "resize_nearest_align_corners": _resize_nearest_align_corners,
                                  "resize_nearest_plain": _resize_nearest_plain, "real_div_folds": _real_div_folds, "hard_sigmoid": _hard_sigmoid,
@@ -234,7 +240,7 @@ BUILDERS: dict[str, Callable] = {"upsampling_nearest": _upsampling_nearest,
                                  "resize_bilinear_align_corners": _resize_bilinear_align_corners,
                                  "resize_bilinear_plain": _resize_bilinear_plain,
                                  "resize_bilinear_down": _resize_bilinear_down, "pack": _pack, "space_to_depth": _space_to_depth, "depth_to_space": _depth_to_space,
-                                 "gather": _gather, "arg_max": _arg_max, "dense_3d": _dense_3d, "normalization": _normalization, "dense_4d": _dense_4d, "split": _split, "split_v": _split_v, "unpack": _unpack,
+                                 "gather": _gather, "arg_max": _arg_max, "dense_3d": _dense_3d, "normalization": _normalization, "dense_4d": _dense_4d, "split": _split, "split_constant": _split_constant, "split_v": _split_v, "unpack": _unpack,
                                  "pack_two_ranges": _pack_two_ranges}
 
 
