@@ -4,6 +4,8 @@ its row in ``tf_ops.TF_OPS`` and applied by stage 2 (``qconvert.legalize.tf_ops`
 1. ``Conv2D(x, w)``                ⇒ ``CONV_2D(x, TRANSPOSE(w, [3,0,1,2]), zeros[O])``  (HWIO → OHWI)
 2. ``DepthwiseConv2dNative(x, w)`` ⇒ ``DEPTHWISE_CONV_2D(x, RESHAPE(w, [1,H,W,C·M]), zeros[C·M])``
 3. ``MatMul(a, b)``                ⇒ ``FULLY_CONNECTED(a, TRANSPOSE(b, [1,0]), zeros[N])``
+   ``Conv2DBackpropInput(size, w, x)`` ⇒ ``TRANSPOSE_CONV(size, TRANSPOSE(w, [2,0,1,3]), x)``
+   (HWOI → OHWI; no bias: TensorFlow writes one only when a BiasAdd fuses into it)
 4. ``BiasAdd``/``Add``/``AddV2``/``Sub``/``Mul`` ⇒ ``ADD``/``SUB``/``MUL``
 5. ``FusedBatchNorm*(x)`` (inference)  ⇒ ``ADD(MUL(x, m), offset − mean·m)``, m = scale·rsqrt(var+ε);
    prepare folds the MUL into a preceding convolution's weights and the ADD into its bias.
@@ -91,6 +93,14 @@ def matmul(graph: Graph, node: Node) -> None:
     node.inputs.append(_zero_bias(graph, node, n))
     node.attrs = {"fused_activation_function": "NONE", "weights_format": "DEFAULT", "keep_num_dims": False}
     node.op = "FULLY_CONNECTED"
+
+
+def transpose_conv(graph: Graph, node: Node) -> None:
+    h, wd, o, i = graph.tensors[node.inputs[1]].shape
+    _int32_const(graph, node, 0)
+    _layout(graph, node, 1, "TRANSPOSE", np.array([2, 0, 1, 3]), (o, h, wd, i))
+    node.attrs = {"padding": node.attrs.get("padding", "VALID"), **_strides(node), "fused_activation_function": "NONE"}
+    node.op = "TRANSPOSE_CONV"
 
 
 def plain(op: str, **attrs) -> Rewrite:

@@ -157,6 +157,27 @@ def shape_strided_slice(node: Any, s: list[Shape], c: list[Any]) -> Shape:
     return strided_shape(s[0], strided_index(len(s[0]), *args, node.attrs, what), what)
 
 
+def shape_conv2d_transpose(node: Any, s: list[Shape], c: list[Any]) -> Shape:
+    """Conv2DBackpropInput(input_sizes, filter [H, W, out, in], x): the output is ``input_sizes``."""
+    _nhwc_only(node)
+    size = tuple(int(v) for v in _const_input(node, c, 0, "output shape (input_sizes)").reshape(-1))
+    w, x = s[1], s[2]
+    what = f"node '{node.name}' (Conv2DBackpropInput)"
+    if len(size) != 4 or len(x) != 4 or len(w) != 4 or w[3] != x[3] or size[3] != w[2] or size[0] != x[0]:
+        raise ConversionError(f"{what}: output shape {list(size)}, filter {list(w)} and input {list(x)} do not fit")
+    if any(int(d) != 1 for d in (_attr(node, "dilations", [1, 1, 1, 1]) or [1, 1, 1, 1])):
+        raise ConversionError(f"{what}: dilated transposed convolutions have no TFLite op; use dilation 1")
+    strides = _attr(node, "strides", [1, 1, 1, 1])
+    pad = _attr(node, "padding", "VALID")
+    if pad not in ("SAME", "VALID"):
+        raise ConversionError(f"{what}: padding {pad} is not supported (SAME or VALID)")
+    for axis, k in ((1, w[0]), (2, w[1])):
+        if window_out(size[axis], k, strides[axis], 1, pad) != x[axis]:
+            raise ConversionError(f"{what}: output shape {list(size)} does not give input {list(x)} back "
+                                  f"with filter {list(w)}, strides {list(strides)} and padding {pad}")
+    return size
+
+
 def shape_resize(node: Any, s: list[Shape], c: list[Any]) -> Shape:
     size = [int(v) for v in _const_input(node, c, 1, "size").reshape(-1)]
     if len(s[0]) != 4 or len(size) != 2 or min(size) < 1:
@@ -371,6 +392,7 @@ TF_OPS: dict[str, TfOp] = {
     "Conv2D": TfOp("CONV_2D", shape_conv2d, lg.conv2d),
     "DepthwiseConv2dNative": TfOp("DEPTHWISE_CONV_2D", shape_depthwise, lg.depthwise),
     "MatMul": TfOp("FULLY_CONNECTED", shape_matmul, lg.matmul),
+    "Conv2DBackpropInput": TfOp("TRANSPOSE_CONV", shape_conv2d_transpose, lg.transpose_conv),
     "BiasAdd": TfOp("ADD", shape_bias_add, lg.plain("ADD", fused_activation_function="NONE")),
     "Add": TfOp("ADD", shape_broadcast, lg.plain("ADD", fused_activation_function="NONE")),
     "AddV2": TfOp("ADD", shape_broadcast, lg.plain("ADD", fused_activation_function="NONE")),

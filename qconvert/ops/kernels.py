@@ -6,8 +6,8 @@ the calibration executor runs a whole float model with them. A kernel takes the 
 (``None`` for an absent optional input), and returns the value of its first output.
 
 Layouts are TFLite's: NHWC activations, CONV_2D weights [O, H, W, I], DEPTHWISE_CONV_2D
-weights [1, H, W, C*M], FULLY_CONNECTED weights [O, I]. Convolutions are im2col views
-(``as_strided``) and one BLAS product. Axis 0 is the batch: a batch of B samples runs at
+weights [1, H, W, C*M], FULLY_CONNECTED weights [O, I], TRANSPOSE_CONV weights [O, H, W, I].
+Convolutions are im2col views (``as_strided``) and one BLAS product. Axis 0 is the batch: a batch of B samples runs at
 once. Ops whose result is their input in another shape (RESHAPE, SQUEEZE) have no kernel:
 their row says ``reshapes`` and the caller gives the value the output tensor's shape.
 """
@@ -60,6 +60,17 @@ def depthwise_conv_2d(node: Any, x: np.ndarray, w: np.ndarray, b: np.ndarray | N
     if cm != c:
         win = np.repeat(win, cm // c, axis=-1)  # output channel c*M+m reads input channel c
     y = np.einsum("nhwijc,ijc->nhwc", win, w[0], optimize=True)
+    if b is not None:
+        y = y + b
+    return activation(node, y.astype(np.float32, copy=False))
+
+
+def transpose_conv(node: Any, size: np.ndarray, w: np.ndarray, x: np.ndarray,
+                   b: np.ndarray | None = None) -> np.ndarray:
+    """TRANSPOSE_CONV(output shape, weights [O, H, W, I], x, bias)."""
+    taps = np.tensordot(x, w, axes=([3], [3])).transpose(0, 1, 2, 4, 5, 3)  # [N, H, W, kh, kw, O]
+    out_h, out_w = (int(v) for v in np.asarray(size).reshape(-1)[1:3])
+    y = windows_.transpose_conv_scatter(node.attrs, taps.astype(np.float32, copy=False), out_h, out_w)
     if b is not None:
         y = y + b
     return activation(node, y.astype(np.float32, copy=False))

@@ -26,24 +26,26 @@ def _input(ins: Inputs, slot: int) -> Operand:
     return ins[slot]  # type: ignore[return-value]
 
 
-def _weights(ins: Inputs) -> Operand:
-    w = _input(ins, 1)
+def _weights(row: Any, ins: Inputs) -> Operand:
+    w = _input(ins, row.operand_slots[1])
     if not w.scale:
         raise ValueError(f"weights '{w.name}' have no quantization")
     return w
 
 
 def convolution(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> Parts:
-    """CONV_2D, DEPTHWISE_CONV_2D: one pair per output channel (the weight's quantized axis)."""
-    w = _weights(ins)
+    """CONV_2D, DEPTHWISE_CONV_2D, TRANSPOSE_CONV: one pair per output channel (the weight's
+    quantized axis), per-tensor weights included."""
+    w = _weights(row, ins)
     channels = w.shape[row.weight_axis]
-    return {"pairs": qm.conv_requant(_input(ins, 0).s, w.scale, out.s, channels), "per_channel": True}
+    x = _input(ins, row.operand_slots[0])
+    return {"pairs": qm.conv_requant(x.s, w.scale, out.s, channels), "per_channel": True}
 
 
 def fully_connected(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> Parts:
     """One pair (per-tensor weights) or one per channel, and the binary64 factors of LiteRT's
     reference kernel (the wide flag)."""
-    w = _weights(ins)
+    w = _weights(row, ins)
     x = _input(ins, 0)
     bias = ins[2] if len(ins) > 2 else None
     return {"pairs": qm.fully_connected_requant(x.s, w.scale, out.s, bias.s if bias is not None else None),
@@ -130,6 +132,13 @@ def resize_version(row: Any, ins: Inputs, out: Operand, options: Mapping[str, An
 def resize_bilinear_version(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> int:
     """RESIZE_BILINEAR int8: version 2, 3 with half_pixel_centers (TFLite's op_version rules)."""
     return 3 if options.get("half_pixel_centers") else row.int8_version
+
+
+def transpose_conv_version(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> int:
+    """TRANSPOSE_CONV int8: version 2, 3 with a bias, 4 with a fused activation (measured on TF 2.21)."""
+    if options.get("fused_activation_function", "NONE") not in (None, "NONE"):
+        return 4
+    return 3 if len(ins) > 3 and ins[3] is not None else row.int8_version
 
 
 def fully_connected_version(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> int:

@@ -43,6 +43,7 @@ class OpRow:
     int8_version: int
     fixed: tuple[float, int] | None = None  # (scale, zero_point) for Rule.FIXED
     weight_axis: int | None = None  # per-channel axis of the weight (None: per-tensor)
+    operand_slots: tuple[int, int, int] = (0, 1, 2)  # WEIGHTED: the (input, weights, bias) slots
     float_inputs: tuple[int, ...] | None = None  # operand slots carrying activations (None: all)
     # fusions (prepare)
     fuses_activation: bool = False  # a following RELU/RELU6/RELU_N1_TO_1 fuses into it
@@ -82,6 +83,10 @@ TABLE: dict[str, OpRow] = dict([
     _row("DEPTHWISE_CONV_2D", Rule.WEIGHTED, 3, weight_axis=3, fuses_activation=True, float_inputs=(0,),
          takes_same_padding=True,
          symmetric_weights=True, kernel=k.depthwise_conv_2d, requant=r.convolution),
+    # (output shape, weights [O, H, W, I], input, bias); no bias until a BiasAdd fuses into it
+    _row("TRANSPOSE_CONV", Rule.WEIGHTED, 2, weight_axis=0, fuses_activation=True, float_inputs=(2,),
+         operand_slots=(2, 1, 3), symmetric_weights=True, kernel=k.transpose_conv, requant=r.convolution,
+         version=r.transpose_conv_version),
     _row("FULLY_CONNECTED", Rule.WEIGHTED, 4, fuses_activation=True, float_inputs=(0,),
          kernel=k.fully_connected, requant=r.fully_connected, version=r.fully_connected_version),
     _row("ADD", Rule.FREE, 2, fuses_activation=True, bias_sign=1, neutral=(0.0, (0, 1)), in_place=True,

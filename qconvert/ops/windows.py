@@ -107,6 +107,23 @@ def windows(attrs: Mapping[str, Any], x: np.ndarray, kh: int, kw: int, fill: flo
         x, (n, oh, ow, kh, kw, c), (s[0], s[1] * sh, s[2] * sw, s[1] * dh, s[2] * dw, s[3]), writeable=False)
 
 
+def transpose_conv_scatter(attrs: Mapping[str, Any], taps: np.ndarray, out_h: int, out_w: int) -> np.ndarray:
+    """TRANSPOSE_CONV's output [N, out_h, out_w, O] from ``taps`` [N, H, W, kh, kw, O], each
+    input pixel's product with every filter tap: input pixel (y, x) adds tap (i, j) at output
+    (y·stride − top + i, x·stride − left + j); what falls outside is dropped. The padding is
+    TFLite's (transpose_conv.cc): that of a convolution from the output's size back to the input's."""
+    sh, sw = int(attrs.get("stride_h", 1)), int(attrs.get("stride_w", 1))
+    n, h, w, kh, kw, o = taps.shape
+    padding = attrs.get("padding", "VALID")
+    top = window_padding(out_h, kh, sh, 1, padding)[1]
+    left = window_padding(out_w, kw, sw, 1, padding)[1]
+    full = np.zeros((n, max((h - 1) * sh + kh, top + out_h), max((w - 1) * sw + kw, left + out_w), o), taps.dtype)
+    for i in range(kh):
+        for j in range(kw):
+            full[:, i:i + (h - 1) * sh + 1:sh, j:j + (w - 1) * sw + 1:sw, :] += taps[:, :, :, i, j, :]
+    return full[:, top:top + out_h, left:left + out_w, :]
+
+
 STRIDED_SLICE_MASKS = ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask", "shrink_axis_mask")
 
 

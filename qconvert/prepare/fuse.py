@@ -54,9 +54,27 @@ def _unfused_reader(graph: Graph, node: Node, wanted: Callable[[OpRow], bool]) -
     return reader
 
 
+def _bias(graph: Graph, node: Node) -> tuple[np.ndarray | None, int]:
+    """A conv/depthwise/FC/transposed conv's float bias (zeros when it has none yet: TRANSPOSE_CONV)
+    and its channel count; None when the bias is not a constant."""
+    r = row(node.op)
+    _, ws, bs = r.operand_slots  # type: ignore[union-attr]
+    w = graph.tensors[node.inputs[ws]].shape
+    channels = w[0 if r.weight_axis is None else r.weight_axis]  # type: ignore[union-attr]
+    if bs >= len(node.inputs):
+        return np.zeros(channels, np.float32), channels
+    value = graph.const(node.inputs[bs])
+    return (None if value is None else np.asarray(value)), channels
+
+
 def _absorb(graph: Graph, node: Node, reader: Node, bias: np.ndarray, dead: list[Node]) -> None:
     """``node`` takes over ``reader``'s output with the new ``bias``; ``reader`` goes."""
-    node.inputs[2] = graph.add_const(f"{node.name}/bias", bias)
+    bs = row(node.op).operand_slots[2]  # type: ignore[union-attr]
+    name = graph.add_const(f"{node.name}/bias", bias)
+    if bs < len(node.inputs):
+        node.inputs[bs] = name
+    else:
+        node.inputs.append(name)
     node.outputs = list(reader.outputs)
     dead.append(reader)
 
@@ -79,16 +97,16 @@ def fold_mul_into_weights(graph: Graph, ctx: Context) -> bool:
         op_row = row(node.op)
         other = mul.inputs[1] if mul.inputs[0] == node.outputs[0] else mul.inputs[0]
         m = graph.const(other)
-        bias = graph.const(node.inputs[2])
-        channels = graph.tensors[node.inputs[2]].shape[0]
+        bias, channels = _bias(graph, node)
+        ws = op_row.operand_slots[1]
         if m is None or m.dtype != np.float32 or bias is None:
             continue
         if m.size not in (1, channels) or (m.ndim > 0 and m.shape[-1] != m.size):
             continue
         m = np.broadcast_to(m.reshape(-1), (channels,)).astype(np.float32)
         axis = 0 if op_row.weight_axis is None else op_row.weight_axis
-        pair = dequantized_from(graph, node.inputs[1])
-        source = pair[0].inputs[0] if pair is not None else node.inputs[1]
+        pair = dequantized_from(graph, node.inputs[ws])
+        source = pair[0].inputs[0] if pair is not None else node.inputs[ws]
         w = graph.const(source)
         if w is None:
             continue
@@ -98,7 +116,7 @@ def fold_mul_into_weights(graph: Graph, ctx: Context) -> bool:
         shape = [1] * w.ndim
         shape[axis] = channels
         folded = graph.add_const(f"{source}/folded", w.astype(np.float32, copy=False) * m.reshape(shape).astype(np.float32, copy=False))
-        node.inputs[1] = folded
+        node.inputs[ws] = folded
         if params is not None:
             scales = np.broadcast_to(np.asarray(params.scale, np.float64), (channels,))
             zps = np.broadcast_to(np.asarray(params.zero_point, np.int64), (channels,))
@@ -106,7 +124,7 @@ def fold_mul_into_weights(graph: Graph, ctx: Context) -> bool:
                           zero_point=tuple(int(z) for z in zps), axis=axis if op_row.weight_axis is not None else None)
             if new.axis is None:
                 new = replace(new, scale=new.scale[:1], zero_point=new.zero_point[:1])
-            insert_qdq_on_edge(graph, node, 1, new, Origin.WEIGHT)
+            insert_qdq_on_edge(graph, node, ws, new, Origin.WEIGHT)
         _absorb(graph, node, mul, (bias * m).astype(np.float32), dead)
     graph.remove_nodes(dead)
     graph.prune()
@@ -129,13 +147,12 @@ def _fuse_following_bias(graph: Graph, node: Node, dead: list[Node]) -> bool:
         return False
     if add.inputs[0] != node.outputs[0] or not graph.is_const(add.inputs[1]):
         return False
-    bias = graph.tensors[node.inputs[2]]
+    bias, channels = _bias(graph, node)
     c = np.asarray(graph.const(add.inputs[1]), dtype=np.float32)
-    channels = bias.shape[0]
-    if c.dtype != np.float32 or not (c.size == 1 or (c.size == channels and c.shape[-1] == channels)):
+    if bias is None or c.dtype != np.float32 or not (c.size == 1 or (c.size == channels and c.shape[-1] == channels)):
         return False
     c = np.broadcast_to(c.reshape(-1), (channels,))  # a scalar adds to every channel's bias
-    new = bias.data + c if row(add.op).bias_sign > 0 else bias.data - c  # type: ignore[union-attr]
+    new = bias + c if row(add.op).bias_sign > 0 else bias - c  # type: ignore[union-attr]
     _absorb(graph, node, add, new.astype(np.float32), dead)
     return True
 
@@ -145,6 +162,11 @@ def fuse_activation(graph: Graph, ctx: Context) -> bool:
     for node in graph:
         r = row(node.op)
         if r is None or not r.fuses_activation or node.attrs.get("fused_activation_function") != "NONE":
+            continue
+        if r.operand_slots[2] >= len(node.inputs) and getattr(ctx.options, "calibration", None) is not None:
+            # TensorFlow fuses no activation into a TRANSPOSE_CONV without a bias (measured on 2.21):
+            # after calibration both are int8 ops. A QAT graph has no range between the two (TensorFlow
+            # then leaves the conv in float32); there we fuse, and the conv is int8 too.
             continue
         act = _sole_reader(graph, node)
         act_row = row(act.op) if act is not None else None

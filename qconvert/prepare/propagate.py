@@ -80,18 +80,20 @@ def _const_operand(graph: Graph, node: Node, slot: int, legacy_float_scale: bool
 
 def _weighted(graph: Graph, node: Node, ctx: Context) -> Touched | None:
     r = row(node.op)
-    x, w, b = node.inputs[:3]
+    xs, ws, bs = r.operand_slots  # type: ignore[union-attr]
+    w = node.inputs[ws]
     if params_in(graph, w) is None and graph.is_const(w):
         # per output channel; FULLY_CONNECTED too (TF 2.21 does so for weights without FakeQuant)
         axis = 0 if r.weight_axis is None else r.weight_axis  # type: ignore[union-attr]
-        insert_qdq_on_edge(graph, node, 1, weight_params(graph.const(w), axis), Origin.WEIGHT_VALUES)
-    if params_in(graph, b) is not None or not graph.is_const(b):
+        insert_qdq_on_edge(graph, node, ws, weight_params(graph.const(w), axis), Origin.WEIGHT_VALUES)
+    b = node.inputs[bs] if bs < len(node.inputs) else None  # TRANSPOSE_CONV may have none
+    if b is None or params_in(graph, b) is not None or not graph.is_const(b):
         return []
-    px, pw = params_in(graph, node.inputs[0]), params_in(graph, node.inputs[1])
+    px, pw = params_in(graph, node.inputs[xs]), params_in(graph, node.inputs[ws])
     if px is None or pw is None:
         return None  # the input's parameters are not known yet: retry when they are
     bias = bias_params(px[0], pw[0], ctx.legacy_float_scale)
-    wq = dequantized_from(graph, node.inputs[1])
+    wq = dequantized_from(graph, node.inputs[ws])
     if wq is not None and graph.is_const(wq[0].inputs[0]):
         from_values = origin_of(wq[0]) is Origin.WEIGHT_VALUES
         # a FakeQuant'd kernel keeps its grid: only an all-zero channel may change scale (its
@@ -108,7 +110,7 @@ def _weighted(graph: Graph, node: Node, ctx: Context) -> Touched | None:
                      f"the FakeQuant's scale: their weight scale is enlarged so the bias is exact (the integer "
                      f"weights stay 0). TensorFlow saturates such a bias silently; the result differs from its "
                      f"file and follows the training graph")
-    insert_qdq_on_edge(graph, node, 2, bias, Origin.BIAS)
+    insert_qdq_on_edge(graph, node, bs, bias, Origin.BIAS)
     return []
 
 

@@ -124,6 +124,23 @@ def depthwise_conv_2d(call: OpCall) -> np.ndarray:
     return _finish(call, mbqm(acc, m, s) + call.output_zp)
 
 
+def transpose_conv(call: OpCall) -> np.ndarray:
+    """TRANSPOSE_CONV(output shape, weights, x, bias): int32 sums of (x − zp)·(w − zp) scattered
+    into the output, then the bias, one multiplier per output channel, the clamp."""
+    w, x = call.inputs[1], call.inputs[2]
+    bias = call.inputs[3] if len(call.inputs) > 3 and call.inputs[3] is not None else None
+    o, kh, kw, i = w.shape
+    n, h, wd, _ = x.shape
+    rows = (x.astype(I64) - call.input_zps[2]).reshape(-1, i)
+    taps = _product(rows, (w.astype(I64) - call.input_zps[1]).transpose(3, 1, 2, 0).reshape(i, -1))
+    out_h, out_w = (int(v) for v in np.asarray(call.inputs[0]).reshape(-1)[1:3])
+    acc = windows_.transpose_conv_scatter(call.options, taps.reshape(n, h, wd, kh, kw, o), out_h, out_w)
+    if bias is not None:
+        acc = acc + bias.astype(I64)
+    m, s = call.pairs(o)
+    return _finish(call, mbqm(acc, m, s) + call.output_zp)
+
+
 def fully_connected(call: OpCall) -> np.ndarray:
     x, w = call.inputs[0], call.inputs[1]
     bias = call.inputs[2] if len(call.inputs) > 2 and call.inputs[2] is not None else None
@@ -408,6 +425,7 @@ KERNELS: dict[str, Callable[[OpCall], np.ndarray]] = {
     "CONV_2D": conv_2d,
     "DEPTHWISE_CONV_2D": depthwise_conv_2d,
     "FULLY_CONNECTED": fully_connected,
+    "TRANSPOSE_CONV": transpose_conv,
     "ADD": add,
     "SUB": sub,
     "MUL": mul,
