@@ -47,6 +47,7 @@ class OpRow:
     float_inputs: tuple[int, ...] | None = None  # operand slots carrying activations (None: all)
     # fusions (prepare)
     fuses_activation: bool = False  # a following RELU/RELU6/RELU_N1_TO_1 fuses into it
+    fuses_activation_only_with_bias: bool = False  # ...under calibration, only once it has a bias
     activation: str | None = None  # this op is that activation: its fused_activation_function value
     bias_sign: int = 0  # ADD (+1) / SUB (-1) of a per-channel constant folds into a preceding bias
     scales_weights: bool = False  # MUL by a per-channel constant folds into preceding weights
@@ -85,7 +86,7 @@ TABLE: dict[str, OpRow] = dict([
          symmetric_weights=True, kernel=k.depthwise_conv_2d, requant=r.convolution),
     # (output shape, weights [O, H, W, I], input, bias); no bias until a BiasAdd fuses into it
     _row("TRANSPOSE_CONV", Rule.WEIGHTED, 2, weight_axis=0, fuses_activation=True, float_inputs=(2,),
-         operand_slots=(2, 1, 3), symmetric_weights=True, kernel=k.transpose_conv, requant=r.convolution,
+         operand_slots=(2, 1, 3), fuses_activation_only_with_bias=True, symmetric_weights=True, kernel=k.transpose_conv, requant=r.convolution,
          version=r.transpose_conv_version),
     _row("FULLY_CONNECTED", Rule.WEIGHTED, 4, fuses_activation=True, float_inputs=(0,),
          kernel=k.fully_connected, requant=r.fully_connected, version=r.fully_connected_version),

@@ -163,7 +163,8 @@ def fuse_activation(graph: Graph, ctx: Context) -> bool:
         r = row(node.op)
         if r is None or not r.fuses_activation or node.attrs.get("fused_activation_function") != "NONE":
             continue
-        if r.operand_slots[2] >= len(node.inputs) and getattr(ctx.options, "calibration", None) is not None:
+        if (r.fuses_activation_only_with_bias and r.operand_slots[2] >= len(node.inputs)
+                and getattr(ctx.options, "calibration", None) is not None):
             # TensorFlow fuses no activation into a TRANSPOSE_CONV without a bias (measured on 2.21):
             # after calibration both are int8 ops. A QAT graph has no range between the two (TensorFlow
             # then leaves the conv in float32); there we fuse, and the conv is int8 too.
