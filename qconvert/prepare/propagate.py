@@ -11,8 +11,9 @@ op table's rule, until nothing changes:
    a FakeQuant after it with another range becomes a requantize.
 3. SAME_SCALE (pools, concat, reshape, squeeze, pad): one set of parameters for all
    operands and the result, chosen as TensorFlow's driver chooses it (an immutable
-   lone operand, else an immutable lone result, else the first immutable state, else
-   a propagated one). Operands or results that disagree get a requantize pair.
+   lone operand, where integer operands such as RESIZE's size count, else an
+   immutable lone result, else the first immutable state, else a propagated one).
+   Operands or results that disagree get a requantize pair.
 4. FREE (add, sub, mul, mean, relu, prelu): a constant operand with no FakeQuant gets
    asymmetric parameters from its values; one the row lists as a weight (PRELU's alpha)
    symmetric narrow-range ones.
@@ -196,7 +197,12 @@ def _same_scale(graph: Graph, node: Node, ctx: Context) -> Touched | None:
     operands = [params_in(graph, node.inputs[i]) for i in slots]
     out = node.outputs[0]
     result = params_out(graph, out)
-    chosen = _choose_same_scale(operands, [result])
+    # The driver counts every operand, the integer ones too (RESIZE's size, PAD's
+    # paddings, RESHAPE's shape): for those ops "a lone immutable operand" never
+    # applies and an immutable result wins (measured: conv → FakeQuant A → resize →
+    # FakeQuant B gives conv → B → resize in TF, where a max pool keeps A + requantize).
+    padded = operands + [None] * (len(node.inputs) - len(slots))
+    chosen = _choose_same_scale(padded, [result])
     if chosen is None:
         return None
     touched: Touched = []

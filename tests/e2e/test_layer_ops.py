@@ -97,6 +97,13 @@ def _resize_nearest_plain(x, fq):  # type: ignore[no-untyped-def]
     return tf.compat.v1.image.resize_nearest_neighbor(x, [6, 10])
 
 
+def _between_ranges(op):  # type: ignore[no-untyped-def]
+    """conv → FakeQuant A → op → FakeQuant B: which range the op's input takes."""
+    def build(x, fq):  # type: ignore[no-untyped-def]
+        return fq(op(fq(tf.nn.conv2d(x, _weights(fq), [1, 1, 1, 1], "SAME"), -3.0, 2.0)), -2.5, 2.5)
+    return build
+
+
 def _cropping(x, fq):  # type: ignore[no-untyped-def]
     return fq(tf.nn.relu(x[:, 1:-1, 1:, :]), 0.0, 1.0)  # Keras Cropping2D((1, 1), (1, 0))
 
@@ -272,7 +279,11 @@ def _fq_weight(fq, w):  # type: ignore[no-untyped-def]
 
 BUILDERS: dict[str, Callable] = {"upsampling_nearest": _upsampling_nearest,
                                  "resize_nearest_align_corners": _resize_nearest_align_corners,
-                                 "resize_nearest_plain": _resize_nearest_plain, "real_div_folds": _real_div_folds, "hard_sigmoid": _hard_sigmoid,
+                                 "resize_nearest_plain": _resize_nearest_plain, "real_div_folds": _real_div_folds,
+    # TF's driver counts integer operands: RESIZE (size) and PAD (paddings) take B, MAX_POOL keeps A
+    "resize_between_ranges": _between_ranges(lambda h: tf.compat.v1.image.resize_nearest_neighbor(h, [8, 8])),
+    "pad_between_ranges": _between_ranges(lambda h: tf.pad(h, [[0, 0], [1, 1], [1, 1], [0, 0]])),
+    "max_pool_between_ranges": _between_ranges(lambda h: tf.nn.max_pool2d(h, 2, 2, "VALID")), "hard_sigmoid": _hard_sigmoid,
                                  "hard_swish_keras": _hard_swish_keras, "hard_swish_product": _hard_swish_product,
                                  "leaky_relu": _leaky_relu, "identity_n": _identity_n,
                                  "reduce_max": _reduce_max, "global_max_pool_keep": _global_max_pool_keep,
