@@ -8,8 +8,9 @@ and drags in a huge dependency), needs no generated ``_pb2`` files and no
 
 Field numbers are TensorFlow's own, from tensorflow/core/framework/
 {graph,node_def,attr_value,tensor,tensor_shape,types,versions}.proto, so the
-wire format is identical. Fields we do not model (the function library, debug
-info, resource handles, ...) are kept by protobuf as unknown fields and ignored.
+wire format is identical. Fields we do not model (debug info, resource handles,
+...) are kept by protobuf as unknown fields and ignored. Calls to the function
+library (PartitionedCall) are inlined (see ``_inline``).
 """
 
 from __future__ import annotations
@@ -38,6 +39,9 @@ __all__ = [
     "TensorProto",
     "TensorShapeProto",
     "VersionDef",
+    "FunctionDefLibrary",
+    "FunctionDef",
+    "OpDef",
     "DT",
 ]
 
@@ -150,12 +154,16 @@ def _add_field(
 
 
 def _add_map(msg: descriptor_pb2.DescriptorProto, name: str, number: int, value_type: str) -> None:
-    """``map<string, V> name = number``: a repeated nested ``XxxEntry`` with map_entry set."""
+    """``map<string, V> name = number`` (V a message, or "string"): a repeated nested
+    ``XxxEntry`` with map_entry set."""
     entry_name = "".join(p.capitalize() for p in name.split("_")) + "Entry"
     entry = msg.nested_type.add(name=entry_name)
     entry.options.map_entry = True
     _add_field(entry, "key", 1, _F.TYPE_STRING)
-    _add_field(entry, "value", 2, _F.TYPE_MESSAGE, type_name=value_type)
+    if value_type == "string":
+        _add_field(entry, "value", 2, _F.TYPE_STRING)
+    else:
+        _add_field(entry, "value", 2, _F.TYPE_MESSAGE, type_name=value_type)
     _add_field(msg, name, number, _F.TYPE_MESSAGE, repeated=True, type_name=f"{msg.name}.{entry_name}")
 
 
@@ -237,9 +245,29 @@ def _schema() -> descriptor_pb2.FileDescriptorProto:
     _add_field(versions, "min_consumer", 2, T.TYPE_INT32)
     _add_field(versions, "bad_consumers", 3, T.TYPE_INT32, repeated=True)
 
-    # graph.proto (library = 2 and debug_info = 5 stay unknown fields)
+    # op_def.proto: a function's signature (names and dtypes of its arguments)
+    opdef = fd.message_type.add(name="OpDef")
+    argdef = opdef.nested_type.add(name="ArgDef")
+    _add_field(argdef, "name", 1, T.TYPE_STRING)
+    _add_field(argdef, "type", 3, T.TYPE_ENUM, type_name="DataType")
+    _add_field(argdef, "number_attr", 5, T.TYPE_STRING)
+    _add_field(argdef, "type_list_attr", 6, T.TYPE_STRING)
+    _add_field(opdef, "name", 1, T.TYPE_STRING)
+    _add_field(opdef, "input_arg", 2, T.TYPE_MESSAGE, repeated=True, type_name="OpDef.ArgDef")
+    _add_field(opdef, "output_arg", 3, T.TYPE_MESSAGE, repeated=True, type_name="OpDef.ArgDef")
+
+    # function.proto: the bodies PartitionedCall nodes call (Keras wraps a grouped conv in one)
+    fdef = fd.message_type.add(name="FunctionDef")
+    _add_field(fdef, "signature", 1, T.TYPE_MESSAGE, type_name="OpDef")
+    _add_field(fdef, "node_def", 3, T.TYPE_MESSAGE, repeated=True, type_name="NodeDef")
+    _add_map(fdef, "ret", 4, "string")
+    library = fd.message_type.add(name="FunctionDefLibrary")
+    _add_field(library, "function", 1, T.TYPE_MESSAGE, repeated=True, type_name="FunctionDef")
+
+    # graph.proto (debug_info = 5 stays an unknown field)
     graph = fd.message_type.add(name="GraphDef")
     _add_field(graph, "node", 1, T.TYPE_MESSAGE, repeated=True, type_name="NodeDef")
+    _add_field(graph, "library", 2, T.TYPE_MESSAGE, type_name="FunctionDefLibrary")
     _add_field(graph, "versions", 4, T.TYPE_MESSAGE, type_name="VersionDef")
     _add_field(graph, "version", 3, T.TYPE_INT32)
     return fd
@@ -253,7 +281,7 @@ def _message_classes() -> dict[str, type]:
         factory = message_factory.MessageFactory(pool)
         get_class = factory.GetPrototype
     names = ("GraphDef", "NodeDef", "AttrValue", "NameAttrList", "TensorProto",
-             "TensorShapeProto", "VersionDef")
+             "TensorShapeProto", "VersionDef", "FunctionDefLibrary", "FunctionDef", "OpDef")
     return {n: get_class(pool.FindMessageTypeByName(f"{_PKG}.{n}")) for n in names}
 
 
@@ -265,6 +293,9 @@ NameAttrList = _CLASSES["NameAttrList"]
 TensorProto = _CLASSES["TensorProto"]
 TensorShapeProto = _CLASSES["TensorShapeProto"]
 VersionDef = _CLASSES["VersionDef"]
+FunctionDefLibrary = _CLASSES["FunctionDefLibrary"]
+FunctionDef = _CLASSES["FunctionDef"]
+OpDef = _CLASSES["OpDef"]
 
 
 # ---------------------------------------------------------------------------
@@ -501,22 +532,126 @@ def _parse_message(data: bytes, source: str) -> Any:
     return graph
 
 
+def _decode_node(nd: Any, index: int, source: str, name: str | None = None,
+                 inputs: list[str] | None = None) -> RawNode:
+    name = nd.name if name is None else name
+    op = nd.op
+    if not nd.name:
+        raise ConversionError(f"{source}: not a valid GraphDef (node #{index} has no name)")
+    if not op:
+        raise ConversionError(f"{source}: not a valid GraphDef (node '{name}' has no op)")
+    attrs: dict[str, Any] = {}
+    for key, value in nd.attr.items():
+        if name != nd.name and value.WhichOneof("value") == "placeholder":  # in a function body
+            raise ConversionError(f"{source}: node '{name}' ({op}) attr '{key}' is a function attribute "
+                                  f"placeholder (${value.placeholder}): freeze a concrete function")
+        try:
+            attrs[key] = _attr_value(value)
+        except ValueError as e:
+            raise ConversionError(f"{source}: node '{name}' ({op}) attr '{key}': {e}") from None
+    return RawNode(name, op, list(nd.input) if inputs is None else inputs, attrs, nd.device)
+
+
 def _decode(graph: Any, source: str) -> list[RawNode]:
-    nodes: list[RawNode] = []
-    for index, nd in enumerate(graph.node):
-        name, op = nd.name, nd.op
-        if not name:
-            raise ConversionError(f"{source}: not a valid GraphDef (node #{index} has no name)")
-        if not op:
-            raise ConversionError(f"{source}: not a valid GraphDef (node '{name}' has no op)")
-        attrs: dict[str, Any] = {}
-        for key, value in nd.attr.items():
-            try:
-                attrs[key] = _attr_value(value)
-            except ValueError as e:
-                raise ConversionError(f"{source}: node '{name}' ({op}) attr '{key}': {e}") from None
-        nodes.append(RawNode(name, op, list(nd.input), attrs, nd.device))
+    nodes = [_decode_node(nd, index, source) for index, nd in enumerate(graph.node)]
+    functions = {f.signature.name: f for f in graph.library.function}
+    if any(_callee(n, functions) for n in nodes):
+        nodes = _inline(nodes, functions, source, depth=0)
     return nodes
+
+
+# ---------------------------------------------------------------------------
+# Function calls: a frozen graph can still call functions of its library
+# (convert_variables_to_constants_v2 keeps a Keras grouped conv, a jit-compiled
+# tf.function, as a PartitionedCall). Each call is replaced by the function's body,
+# its nodes named "<call>/<node>", and an Identity (IdentityN for several results)
+# named like the call, so "call" and "call:k" still name the results.
+# ---------------------------------------------------------------------------
+
+_CALL_OPS = frozenset({"PartitionedCall", "StatefulPartitionedCall"})
+_MAX_CALL_DEPTH = 32
+
+# Output arguments of the multi-output ops, by name: inside a function body an input
+# names a result as "node:argument:index" (op_def.proto), not "node:index".
+_OUTPUT_ARGS: dict[str, tuple[str, ...]] = {
+    "FusedBatchNorm": ("y", "batch_mean", "batch_variance", "reserve_space_1", "reserve_space_2"),
+    "FusedBatchNormV2": ("y", "batch_mean", "batch_variance", "reserve_space_1", "reserve_space_2"),
+    "FusedBatchNormV3": ("y", "batch_mean", "batch_variance", "reserve_space_1", "reserve_space_2",
+                         "reserve_space_3"),
+    "TopKV2": ("values", "indices"),
+    "Unique": ("y", "idx"),
+}
+
+
+def _callee(node: RawNode, functions: dict[str, Any]) -> str | None:
+    """The library function a node calls, if any (a call op, or the function's name as op)."""
+    if node.op in _CALL_OPS:
+        return str(node.attrs.get("f"))
+    return node.op if node.op in functions else None
+
+
+def _output_index(node: RawNode, arg: str, index: int, functions: dict[str, Any]) -> int | None:
+    callee = _callee(node, functions)
+    if callee is not None and callee in functions:
+        names = [a.name for a in functions[callee].signature.output_arg]
+    else:
+        names = list(_OUTPUT_ARGS.get(node.op, ()))
+    if not names:  # one output argument (a single tensor or a list): the index is the output
+        return index
+    return names.index(arg) + index if arg in names else None
+
+
+def _inline(nodes: list[RawNode], functions: dict[str, Any], source: str, depth: int) -> list[RawNode]:
+    out: list[RawNode] = []
+    for node in nodes:
+        callee = _callee(node, functions)
+        if callee is None:
+            out.append(node)
+            continue
+        if callee not in functions:
+            raise ConversionError(f"{source}: node '{node.name}' ({node.op}) calls function '{callee}', "
+                                  "which is not in the GraphDef's function library")
+        if depth >= _MAX_CALL_DEPTH:
+            raise ConversionError(f"{source}: node '{node.name}' ({node.op}): function calls nested more than "
+                                  f"{_MAX_CALL_DEPTH} deep (recursive function?)")
+        out.extend(_expand(node, functions[callee], functions, source, depth))
+    return out
+
+
+def _expand(call: RawNode, fdef: Any, functions: dict[str, Any], source: str, depth: int) -> list[RawNode]:
+    sig = fdef.signature
+    where = f"{source}: node '{call.name}' ({call.op}) calling '{sig.name}'"
+    data_inputs = [i for i in call.inputs if not i.startswith("^")]
+    if any(a.number_attr or a.type_list_attr for a in sig.input_arg) or len(sig.input_arg) != len(data_inputs):
+        raise ConversionError(f"{where}: {len(data_inputs)} inputs for {len(sig.input_arg)} arguments; "
+                              "freeze a concrete function")
+    args = {a.name: data_inputs[k] for k, a in enumerate(sig.input_arg)}
+    prefix = call.name + "/"
+    body = {nd.name: _decode_node(nd, k, source, name=prefix + nd.name, inputs=[])
+            for k, nd in enumerate(fdef.node_def)}
+
+    def ref(text: str) -> str:
+        control = text.startswith("^")
+        parts = text.lstrip("^").split(":")
+        if parts[0] in args and len(parts) == 1:
+            target = args[parts[0]]
+            return "^" + target.lstrip("^").split(":")[0] if control else target
+        if parts[0] in body and (control or len(parts) in (1, 3)):
+            node = body[parts[0]]
+            if control or len(parts) == 1:
+                return ("^" if control else "") + node.name
+            k = _output_index(node, parts[1], int(parts[2]), functions) if parts[2].isdigit() else None
+            if k is not None:
+                return node.name if k == 0 else f"{node.name}:{k}"
+        raise ConversionError(f"{where}: cannot resolve the reference '{text}' in the function body")
+
+    for nd in fdef.node_def:
+        body[nd.name].inputs = [ref(i) for i in nd.input]
+    expanded = _inline(list(body.values()), functions, source, depth + 1)
+    results = [ref(fdef.ret[a.name]) for a in sig.output_arg]
+    op = "Identity" if len(results) == 1 else "IdentityN"
+    expanded.append(RawNode(call.name, op, results, {}, call.device))
+    return expanded
 
 
 def parse_graphdef(data: bytes, source: str = "<bytes>") -> list[RawNode]:

@@ -51,7 +51,8 @@ def _conv_like(node: Any, x: Shape, h: int, w: int, out_c: int) -> Shape:
 
 def shape_conv2d(node: Any, s: list[Shape], c: list[Any]) -> Shape:
     w = s[1]
-    if len(w) != 4 or w[2] != s[0][-1]:
+    # a filter with fewer input channels than the input is a grouped conv (Keras groups=G)
+    if len(w) != 4 or w[2] <= 0 or s[0][-1] % w[2] or w[3] % (s[0][-1] // w[2]):
         raise ConversionError(
             f"node '{node.name}' (Conv2D): filter shape {list(w)} does not fit input {list(s[0])}"
         )

@@ -46,8 +46,15 @@ def activation(node: Any, y: np.ndarray) -> np.ndarray:
 
 
 def conv_2d(node: Any, x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
-    _, kh, kw, _ = w.shape
-    y = np.tensordot(windows(node.attrs, x, kh, kw), w, axes=([3, 4, 5], [1, 2, 3]))
+    o, kh, kw, i = w.shape
+    win = windows(node.attrs, x, kh, kw)
+    groups = x.shape[-1] // i  # a grouped conv: output channel c reads input group c // (o / groups)
+    if groups == 1:
+        y = np.tensordot(win, w, axes=([3, 4, 5], [1, 2, 3]))
+    else:
+        win = win.reshape(*win.shape[:5], groups, i)
+        y = np.einsum("nhwijgc,goijc->nhwgo", win, w.reshape(groups, o // groups, kh, kw, i), optimize=True)
+        y = y.reshape(*y.shape[:3], o)
     if b is not None:
         y = y + b
     return activation(node, y.astype(np.float32, copy=False))

@@ -134,6 +134,12 @@ def resize_bilinear_version(row: Any, ins: Inputs, out: Operand, options: Mappin
     return 3 if options.get("half_pixel_centers") else row.int8_version
 
 
+def conv_2d_version(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> int:
+    """CONV_2D int8: version 3, 6 for a grouped conv (filter input channels < input channels)."""
+    x, w = _input(ins, 0), _input(ins, 1)
+    return 6 if len(x.shape) == 4 and len(w.shape) == 4 and w.shape[3] != x.shape[3] else row.int8_version
+
+
 def transpose_conv_version(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> int:
     """TRANSPOSE_CONV int8: version 2, 3 with a bias, 4 with a fused activation (measured on TF 2.21)."""
     if options.get("fused_activation_function", "NONE") not in (None, "NONE"):

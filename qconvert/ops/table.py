@@ -80,7 +80,7 @@ def _row(name: str, rule: Rule, int8_version: int, **kw: Any) -> tuple[str, OpRo
 #   TANH     - activations.cc TanhPrepare / converter: scale 1/128, zero_point 0
 TABLE: dict[str, OpRow] = dict([
     _row("CONV_2D", Rule.WEIGHTED, 3, weight_axis=0, fuses_activation=True, float_inputs=(0,), takes_same_padding=True,
-         symmetric_weights=True, kernel=k.conv_2d, requant=r.convolution),
+         symmetric_weights=True, kernel=k.conv_2d, requant=r.convolution, version=r.conv_2d_version),
     _row("DEPTHWISE_CONV_2D", Rule.WEIGHTED, 3, weight_axis=3, fuses_activation=True, float_inputs=(0,),
          takes_same_padding=True,
          symmetric_weights=True, kernel=k.depthwise_conv_2d, requant=r.convolution),

@@ -99,7 +99,15 @@ def conv_2d(call: OpCall) -> np.ndarray:
     o, kh, kw, i = w.shape
     cols = _windows(x.astype(I64) - call.input_zps[0], kh, kw, call.options, 0)
     n, oh, ow = cols.shape[:3]
-    acc = _product(cols.reshape(n * oh * ow, kh * kw * i), w.reshape(o, -1).T.astype(I64) - call.input_zps[1])
+    groups = x.shape[3] // i  # a grouped conv: output channel c reads input group c // (o / groups)
+    wq = w.astype(I64) - call.input_zps[1]
+    if groups == 1:
+        acc = _product(cols.reshape(n * oh * ow, kh * kw * i), wq.reshape(o, -1).T)
+    else:
+        og = o // groups
+        cols = cols.reshape(n * oh * ow, kh, kw, groups, i)
+        acc = np.concatenate([_product(cols[..., g, :].reshape(n * oh * ow, -1),
+                                       wq[g * og:(g + 1) * og].reshape(og, -1).T) for g in range(groups)], axis=1)
     if bias is not None:
         acc = acc + bias.astype(I64)
     m, s = call.pairs(o)

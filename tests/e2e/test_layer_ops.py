@@ -272,6 +272,21 @@ def _conv2d_transpose(stride, padding, k, bias=True, act=None):  # type: ignore[
     return build
 
 
+def _grouped_conv(groups, out, pre=0):  # type: ignore[no-untyped-def]
+    # a grouped conv (Keras Conv2D(groups=G)): the filter has C / G input channels; pre > 0 first
+    # widens the 3 input channels with a 1x1 conv
+    def build(x, fq):  # type: ignore[no-untyped-def]
+        if pre:
+            w0 = np.random.default_rng(14).normal(0, 0.6, (1, 1, 3, pre)).astype(np.float32)
+            x = fq(tf.nn.conv2d(x, _fq_weight(fq, w0), 1, "SAME"), -2.0, 2.0)
+        channels = pre or 3
+        w = np.random.default_rng(15).normal(0, 0.5, (3, 3, channels // groups, out)).astype(np.float32)
+        bias = np.linspace(-0.3, 0.3, out).astype(np.float32)
+        y = tf.nn.bias_add(tf.nn.conv2d(x, _fq_weight(fq, w), 1, "SAME"), bias)
+        return fq(tf.nn.relu(y), 0.0, 3.0)
+    return build
+
+
 def _fq_weight(fq, w):  # type: ignore[no-untyped-def]
     m = float(np.abs(w).max())
     return fq(tf.constant(w), -m, m) if fq(tf.constant(1.0), 0.0, 2.0).op.type.startswith("FakeQuant") else w
@@ -281,6 +296,8 @@ BUILDERS: dict[str, Callable] = {"upsampling_nearest": _upsampling_nearest,
                                  "resize_nearest_align_corners": _resize_nearest_align_corners,
                                  "resize_nearest_plain": _resize_nearest_plain, "real_div_folds": _real_div_folds,
     # TF's driver counts integer operands: RESIZE (size) and PAD (paddings) take B, MAX_POOL keeps A
+    "grouped_conv_depthwise_like": _grouped_conv(3, 6),  # one input channel per group
+    "grouped_conv_two_groups": _grouped_conv(2, 6, pre=4),
     "resize_between_ranges": _between_ranges(lambda h: tf.compat.v1.image.resize_nearest_neighbor(h, [8, 8])),
     "pad_between_ranges": _between_ranges(lambda h: tf.pad(h, [[0, 0], [1, 1], [1, 1], [0, 0]])),
     "max_pool_between_ranges": _between_ranges(lambda h: tf.nn.max_pool2d(h, 2, 2, "VALID")), "hard_sigmoid": _hard_sigmoid,

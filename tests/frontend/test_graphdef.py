@@ -99,17 +99,24 @@ def tf_expected_attr(tf, v):
 
 
 def compare_with_tf(tf, data: bytes) -> list[gd.RawNode]:
-    ours = gd.parse_graphdef(data)
+    decoded = gd.parse_graphdef(data)
     theirs = tf.compat.v1.GraphDef.FromString(data)
+    # function calls are inlined: the call keeps its name (as an Identity of the body's
+    # result) and the body's nodes are added as "<call>/<node>"; those are checked apart
+    calls = {n.name for n in theirs.node if n.op in ("PartitionedCall", "StatefulPartitionedCall")}
+    ours = [n for n in decoded if not any(n.name.startswith(c + "/") for c in calls)]
     assert [n.name for n in ours] == [n.name for n in theirs.node]
     for mine, ref in zip(ours, theirs.node):
+        if ref.name in calls:
+            assert mine.op in ("Identity", "IdentityN")
+            continue
         assert mine.op == ref.op
         assert mine.inputs == list(ref.input)
         assert mine.device == ref.device
         assert set(mine.attrs) == set(ref.attr), mine.name
         for key, value in ref.attr.items():
             assert_value_equal(mine.attrs[key], tf_expected_attr(tf, value), f"{mine.name}.{key}")
-    return ours
+    return decoded
 
 
 def tensor_node(tensor, name="c") -> bytes:
@@ -191,7 +198,7 @@ def build_tf_graph(tf):
 def test_matches_tensorflow_on_a_real_graph():
     tf = _tf()
     graph_def = build_tf_graph(tf)
-    assert len(graph_def.library.function) >= 1  # unknown field for us, must be ignored
+    assert len(graph_def.library.function) >= 1
     nodes = compare_with_tf(tf, graph_def.SerializeToString())
     by_name = {n.name: n for n in nodes}
 
@@ -217,8 +224,12 @@ def test_matches_tensorflow_on_a_real_graph():
     assert by_name["scalar_f32"].attrs["value"].shape == ()
     assert by_name["strings"].attrs["value"].tolist() == [b"abc", b"\xff\xfe", b""]
     assert by_name["empty_f32"].attrs["value"].shape == (0, 3)
-    calls = [n for n in nodes if n.op in ("PartitionedCall", "StatefulPartitionedCall")]
-    assert calls and isinstance(calls[0].attrs["f"], str) and "double" in calls[0].attrs["f"]
+    # double(out) is inlined: t * 2.0 reads "out", the call's name is an Identity of the product
+    (call,) = [n.name for n in graph_def.node if n.op in ("PartitionedCall", "StatefulPartitionedCall")]
+    assert not any(n.op in ("PartitionedCall", "StatefulPartitionedCall") for n in nodes)
+    muls = [n for n in nodes if n.name.startswith(call + "/") and n.op == "Mul"]
+    assert len(muls) == 1 and muls[0].inputs[0] == "out"
+    assert by_name[call].op == "Identity" and by_name[call].inputs[0].startswith(call + "/")
 
 
 def test_tensorflow_graph_uses_both_tensor_encodings():
@@ -265,7 +276,7 @@ def test_schema_matches_tensorflow_descriptors():
             check(nested)
 
     for cls in (gd.GraphDef, gd.NodeDef, gd.AttrValue, gd.NameAttrList, gd.TensorProto,
-                gd.TensorShapeProto, gd.VersionDef):
+                gd.TensorShapeProto, gd.VersionDef, gd.FunctionDefLibrary, gd.FunctionDef, gd.OpDef):
         check(cls.DESCRIPTOR)
     for name, number in gd.DT.items():
         assert types_pb2.DataType.Value(name) == number, name
@@ -582,3 +593,80 @@ def test_file_errors_name_the_file(tmp_path):
     empty.write_bytes(b"")
     with pytest.raises(ConversionError, match="empty"):
         gd.read_graphdef(empty)
+
+
+# ---------------------------------------------------------------------------
+# function calls (PartitionedCall) are inlined
+# ---------------------------------------------------------------------------
+
+
+def _function(library, name, inputs, outputs, body, ret):  # type: ignore[no-untyped-def]
+    f = library.function.add()
+    f.signature.name = name
+    for a in inputs:
+        f.signature.input_arg.add(name=a, type=gd.DT["DT_FLOAT"])
+    for a in outputs:
+        f.signature.output_arg.add(name=a, type=gd.DT["DT_FLOAT"])
+    for name_, op, ins in body:
+        f.node_def.add(name=name_, op=op, input=ins)
+    for k, v in ret.items():
+        f.ret[k] = v
+    return f
+
+
+def _call_graph(call_op="PartitionedCall", fname="conv_fn"):  # type: ignore[no-untyped-def]
+    g = gd.GraphDef()
+    g.node.add(name="x", op="Placeholder")
+    g.node.add(name="w", op="Const")
+    call = g.node.add(name="block/call", op=call_op, input=["x", "w", "^w"])
+    call.attr["f"].func.name = fname
+    g.node.add(name="out", op="Relu", input=["block/call:1"])
+    # two results: the conv, and the BatchNorm's batch_mean (output 1 of FusedBatchNormV3)
+    _function(g.library, "conv_fn", ["inputs", "kernel"], ["y", "mean"],
+              [("Conv2D", "Conv2D", ["inputs", "kernel"]),
+               ("bn", "FusedBatchNormV3", ["Conv2D:output:0", "kernel", "kernel", "kernel", "kernel"]),
+               ("Identity", "Identity", ["bn:batch_mean:0", "^Conv2D"])],
+              {"y": "Conv2D:output:0", "mean": "Identity:output:0"})
+    return g
+
+
+def test_a_partitioned_call_is_replaced_by_the_function_body():
+    nodes = {n.name: n for n in gd.parse_graphdef(_call_graph().SerializeToString())}
+    assert "block/call/Conv2D" in nodes and nodes["block/call/Conv2D"].inputs == ["x", "w"]
+    # "node:argument:index" becomes "node:output": batch_mean is FusedBatchNormV3's output 1
+    assert nodes["block/call/Identity"].inputs == ["block/call/bn:1", "^block/call/Conv2D"]
+    assert nodes["block/call/bn"].inputs[0] == "block/call/Conv2D"
+    # the call's name stays, result k as its output k
+    assert nodes["block/call"].op == "IdentityN"
+    assert nodes["block/call"].inputs == ["block/call/Conv2D", "block/call/Identity"]
+    assert nodes["out"].inputs == ["block/call:1"]
+    assert not any(n.op == "PartitionedCall" for n in nodes.values())
+
+
+def test_nested_calls_and_a_function_used_as_an_op_are_inlined():
+    g = _call_graph(call_op="outer_fn", fname="unused")
+    del g.node[2].attr["f"]
+    # outer_fn(a, b) calls conv_fn through a StatefulPartitionedCall and returns its first result
+    _function(g.library, "outer_fn", ["a", "b"], ["r0", "r1"],
+              [("inner", "StatefulPartitionedCall", ["a", "b"])],
+              {"r0": "inner:y:0", "r1": "inner:mean:0"})
+    g.node[2].attr["f"].func.name = ""
+    g.node[2].ClearField("attr")
+    g.library.function[1].node_def[0].attr["f"].func.name = "conv_fn"
+    nodes = {n.name: n for n in gd.parse_graphdef(g.SerializeToString())}
+    assert nodes["block/call/inner/Conv2D"].inputs == ["x", "w"]
+    assert nodes["block/call"].inputs == ["block/call/inner", "block/call/inner:1"]
+    assert nodes["block/call/inner"].inputs == ["block/call/inner/Conv2D", "block/call/inner/Identity"]
+
+
+def test_a_call_to_a_missing_function_is_one_line():
+    msg = _error(_call_graph(fname="nowhere").SerializeToString())
+    assert "node 'block/call' (PartitionedCall) calls function 'nowhere'" in msg
+    assert "not in the GraphDef's function library" in msg
+
+
+def test_a_recursive_function_is_one_line():
+    g = _call_graph()
+    f = g.library.function[0]
+    f.node_def.add(name="again", op="PartitionedCall", input=["inputs", "kernel"]).attr["f"].func.name = "conv_fn"
+    assert "nested more than" in _error(g.SerializeToString())
