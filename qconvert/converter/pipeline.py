@@ -32,6 +32,7 @@ from qconvert.legalize.fake_quant import (
     legalize_fake_quant,
     move_reshape_above_fake_quant,
 )
+from qconvert.legalize.gelu import fuse_gelu
 from qconvert.legalize.input_ranges import set_input_ranges
 from qconvert.legalize.tf_ops import legalize_ops
 from qconvert.prepare.check import check_quantizable
@@ -76,8 +77,8 @@ class Stage:
 STAGES: tuple[Stage, ...] = (
     Stage("inputs", "legalize", "--inputs-range → int8 parameters on graph inputs",
           (move_reshape_above_fake_quant, set_input_ranges)),
-    Stage("legalize", "legalize", "TF ops → TFLite ops; FakeQuant* → QUANTIZE/DEQUANTIZE pairs",
-          (fold_dilated_conv, legalize_fake_quant, legalize_clamps, legalize_ops)),
+    Stage("legalize", "legalize", "TF ops → TFLite ops; FakeQuant* → QUANTIZE/DEQUANTIZE pairs; GELU",
+          (fold_dilated_conv, legalize_fake_quant, legalize_clamps, fuse_gelu, legalize_ops)),
     Stage("fold", "fold", "constants, FakeQuant on weights (TF's float32 kernel), weight layouts, identities",
           (fold_constants, hoist_layout, fold_constants, drop_fake_quant, remove_identity_arith)),
     Stage("fuse", "prepare", "zero Pad into SAME convs; Dense on N-D; bias adds and BatchNorm into weights/bias; "

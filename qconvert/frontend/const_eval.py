@@ -66,7 +66,7 @@ CONST_EVAL: dict[str, Callable[[Any, Sequence[np.ndarray]], np.ndarray]] = {
     "Fill": lambda node, v: np.full([int(d) for d in v[0].reshape(-1)], v[1]),
 }
 # Ops that exist only to compute constants: they must fold, or the graph is not supported.
-CONST_ONLY = {"Rsqrt", "Sqrt", "Prod", "Min", "Cast", "FloorDiv", "Fill", "Shape"}
+CONST_ONLY = {"Sqrt", "Prod", "Min", "Cast", "FloorDiv", "Fill", "Shape"}
 
 
 def evaluate(node: Any, values: Sequence[np.ndarray]) -> np.ndarray:

@@ -181,6 +181,17 @@ def neg(graph: Graph, node: Node) -> None:
     node.op = "MUL"
 
 
+def pattern_only(pattern: str) -> Rewrite:
+    """A TF op qconvert converts only as part of a fused pattern: reaching it here means the
+    pattern did not match."""
+    def rewrite(graph: Graph, node: Node) -> None:
+        raise ConversionError(
+            f"node '{node.name}' ({node.op}) is supported only inside {pattern}, which TensorFlow's "
+            f"converter fuses into one op; this graph computes it differently (export the model with "
+            f"Keras' 'gelu' activation or tf.nn.gelu, or cut the graph before it with --outputs)")
+    return rewrite
+
+
 def real_div(graph: Graph, node: Node) -> None:
     """``x / c`` with a constant ``c`` ⇒ ``MUL(x, 1/c)`` (the reciprocal in float32), as
     TensorFlow rewrites it; a MUL after a convolution then folds into its weights."""
@@ -262,10 +273,8 @@ def fused_batch_norm(graph: Graph, node: Node) -> None:
     """``y = x·m + (offset − mean·m)`` with ``m = scale·rsqrt(variance + ε)``, in float32, as
     TensorFlow's converter decomposes an inference-mode FusedBatchNorm before folding it."""
     if node.attrs.get("is_training", False):
-        raise ConversionError(
-            f"node '{node.name}' ({node.op}) is in training mode; freeze the model for inference "
-            f"(call it with training=False before freezing)"
-        )
+        _batch_statistics_norm(graph, node)
+        return
     consts = [graph.const(i) for i in node.inputs[1:5]]
     if any(c is None for c in consts):
         raise ConversionError(f"node '{node.name}' ({node.op}): scale, offset, mean and variance must be constants")
@@ -283,6 +292,75 @@ def fused_batch_norm(graph: Graph, node: Node) -> None:
     node.inputs = [scaled, graph.add_const(f"{node.name}/shift", shift)]
     node.attrs = {"fused_activation_function": "NONE"}
     node.op = "ADD"
+
+
+def _emit(graph: Graph, before: Node, op: str, inputs: list[str], shape: tuple[int, ...], attrs: dict,
+          suffix: str) -> str:
+    out = graph.unique_name(f"{before.name}/{suffix}")
+    graph.add_tensor(Tensor(out, "float32", shape))
+    graph.add_node(Node(op, inputs, [out], attrs, name=out), before=before)
+    return out
+
+
+def _batch_statistics_norm(graph: Graph, node: Node) -> None:
+    """A FusedBatchNorm in training mode normalizes by the statistics of its own input: how
+    Keras' LayerNormalization runs (it reshapes x to NCHW ``[1, rows, features, 1]``; with
+    ``epsilon < 1.001e-5`` it writes the moments out instead, which need no rewrite). As
+    TensorFlow's converter lowers it (measured on TF 2.21), with x in NHWC (a TRANSPOSE each way
+    for NCHW) and ``m = scale·rsqrt(var + ε)``::
+
+        mean = MEAN(x, [0,1,2]); var = MEAN(SQUARED_DIFFERENCE(x, mean), [0,1,2])
+        y = x·m + (offset − mean·m)
+
+    A scale of ones and ``offset − 0`` then go as identities (``fold``); TensorFlow keeps
+    ``SUB(zeros, mean·m)`` too. Only ``y`` may be read: the batch mean and variance outputs are
+    training-only."""
+    x = node.inputs[0]
+    shape = graph.tensors[x].shape
+    fmt = node.attrs.get("data_format", "NHWC") or "NHWC"
+    consts = [graph.const(i) for i in node.inputs[1:3]]
+    if len(shape) != 4 or fmt not in ("NHWC", "NCHW") or any(c is None for c in consts):
+        raise ConversionError(
+            f"node '{node.name}' ({node.op}) normalizes by batch statistics (training mode): supported for a 4-D "
+            f"NHWC or NCHW input with constant scale and offset, as Keras' LayerNormalization writes it; "
+            f"freeze the model for inference (training=False) otherwise")
+    if any(graph.consumers(o) or o in graph.outputs for o in node.outputs[1:]):
+        raise ConversionError(f"node '{node.name}' ({node.op}): its batch mean/variance outputs are read; only the "
+                              "normalized output of a training-mode FusedBatchNorm can be converted")
+    scale, offset = (np.asarray(c, np.float32) for c in consts)
+    eps = np.float32(node.attrs.get("epsilon", 1e-3))
+    none = {"fused_activation_function": "NONE"}
+    nhwc = shape if fmt == "NHWC" else (shape[0], shape[2], shape[3], shape[1])
+    channels = (nhwc[3],)
+    # NCHW ⇄ NHWC; where only unit dimensions move (one row: LayerNormalization over all axes)
+    # that is a RESHAPE, as TensorFlow writes it
+    as_reshape = [d for d in shape if d != 1] == [d for d in nhwc if d != 1]
+
+    def relayout(src: str, perm: list[int], to: tuple[int, ...], suffix: str) -> tuple[str, list[str], dict]:
+        if as_reshape:
+            return "RESHAPE", [src, graph.add_const(f"{node.name}/{suffix}", np.array(to, np.int32))], \
+                {"new_shape": [int(d) for d in to]}
+        return "TRANSPOSE", [src, graph.add_const(f"{node.name}/{suffix}", np.array(perm, np.int32))], {}
+
+    if fmt == "NCHW":
+        op, ins, attrs = relayout(x, [0, 2, 3, 1], nhwc, "to_nhwc")
+        x = _emit(graph, node, op, ins, nhwc, attrs, "to_nhwc")
+    axes = graph.add_const(f"{node.name}/axes", np.array([0, 1, 2], np.int32))
+    mean = _emit(graph, node, "MEAN", [x, axes], channels, {"keep_dims": False}, "mean")
+    sq = _emit(graph, node, "SQUARED_DIFFERENCE", [x, mean], nhwc, {}, "squared_difference")
+    var = _emit(graph, node, "MEAN", [sq, axes], channels, {"keep_dims": False}, "variance")
+    shifted = _emit(graph, node, "ADD", [var, graph.add_const(f"{node.name}/epsilon", eps)], channels, none, "add")
+    rs = _emit(graph, node, "RSQRT", [shifted], channels, {}, "rsqrt")
+    m = _emit(graph, node, "MUL", [rs, graph.add_const(f"{node.name}/scale", scale)], channels, none, "multiplier")
+    xm = _emit(graph, node, "MUL", [x, m], nhwc, none, "scaled")
+    mm = _emit(graph, node, "MUL", [mean, m], channels, none, "mean_scaled")
+    sh = _emit(graph, node, "SUB", [graph.add_const(f"{node.name}/offset", offset), mm], channels, none, "shift")
+    node.outputs = node.outputs[:1]
+    if fmt == "NCHW":
+        y = _emit(graph, node, "ADD", [xm, sh], nhwc, none, "normalized")
+        node.op, node.inputs, node.attrs = relayout(y, [0, 3, 1, 2], shape, "to_nchw")
+    else:
+        node.inputs, node.attrs, node.op = [xm, sh], dict(none), "ADD"
 
 
 def block_op(op: str) -> Rewrite:

@@ -107,6 +107,11 @@ def shape_same(node: Any, s: list[Shape], c: list[Any]) -> Shape:
 
 
 def shape_batch_norm(node: Any, s: list[Shape], c: list[Any]) -> Shape:
+    if _attr(node, "is_training", False):  # batch statistics: NCHW too (Keras' LayerNormalization)
+        channels = s[0][1] if _attr(node, "data_format", "NHWC") == "NCHW" and len(s[0]) == 4 else s[0][-1]
+        if any(len(p) != 1 or p[0] != channels for p in s[1:3]):
+            raise ConversionError(f"node '{node.name}' ({node.op}): scale/offset must have {channels} values")
+        return s[0]
     _nhwc_only(node)
     channels = s[0][-1]
     if any(len(p) != 1 or p[0] != channels for p in s[1:5]):
@@ -401,6 +406,11 @@ TF_OPS: dict[str, TfOp] = {
     "Mul": TfOp("MUL", shape_broadcast, lg.plain("MUL", fused_activation_function="NONE")),
     "RealDiv": TfOp("MUL", shape_broadcast, lg.real_div),
     "Neg": TfOp("MUL", shape_same, lg.neg),
+    "SquaredDifference": TfOp("SQUARED_DIFFERENCE", shape_broadcast, lg.plain("SQUARED_DIFFERENCE")),
+    "Rsqrt": TfOp("RSQRT", shape_same, lg.plain("RSQRT")),
+    # parts of GELU's patterns (qconvert/legalize/gelu.py), refused anywhere else
+    "Erfc": TfOp("GELU", shape_same, lg.pattern_only("GELU's 0.5·x·erfc(-x/√2)")),
+    "Pow": TfOp("GELU", shape_broadcast, lg.pattern_only("GELU's tanh approximation (x³)")),
     "ResizeNearestNeighbor": TfOp("RESIZE_NEAREST_NEIGHBOR", shape_resize, lg.resize("RESIZE_NEAREST_NEIGHBOR")),
     "ResizeBilinear": TfOp("RESIZE_BILINEAR", shape_resize, lg.resize("RESIZE_BILINEAR")),
     "FusedBatchNorm": TfOp("MUL", shape_batch_norm, lg.fused_batch_norm),

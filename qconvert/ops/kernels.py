@@ -224,6 +224,44 @@ def hard_swish(node: Any, x: np.ndarray) -> np.ndarray:
     return (x * np.minimum(f(6), np.maximum(f(0), x + f(3))) / f(6)).astype(np.float32)
 
 
+def squared_difference(node: Any, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    d = (a - b).astype(np.float32)
+    return d * d
+
+
+def rsqrt(node: Any, x: np.ndarray) -> np.ndarray:
+    """TFLite's float RSQRT: ``1.f / std::sqrt(x)`` in float32."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return (np.float32(1) / np.sqrt(x.astype(np.float32))).astype(np.float32)
+
+
+def _erf64(z: np.ndarray) -> np.ndarray:
+    """erf in double precision, vectorised: ``2/sqrt(pi) · exp(-z²) · Σ 2ⁿ z^(2n+1) / (2n+1)!!``
+    (every term positive, so no cancellation) for |z| ≤ 4.5, and ±1 beyond, where
+    ``erfc(4.5) < 2e-10``."""
+    a = np.minimum(np.abs(z), 4.5)
+    two_a2 = 2.0 * a * a
+    term = a.copy()
+    total = a.copy()
+    for n in range(1, 120):  # the terms peak near n = a² ≈ 20 and are < 1e-17 of the sum by n = 110
+        term = term * two_a2 / (2 * n + 1)
+        total += term
+    r = (2.0 / np.sqrt(np.pi)) * np.exp(-a * a) * total
+    return np.where(np.abs(z) >= 4.5, 1.0, r) * np.sign(z)
+
+
+def gelu(node: Any, x: np.ndarray) -> np.ndarray:
+    """TFLite's float GELU: ``0.5·x·erfc(-x/√2)`` or, with ``approximate``,
+    ``0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))``, in double rounded to float32 (TFLite's
+    Eigen kernel is within a few float32 ULP of it: only the calibrated ranges' last bits)."""
+    v = x.astype(np.float64)
+    if node.attrs.get("approximate", False):
+        y = 0.5 * v * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (v + 0.044715 * v ** 3)))
+    else:
+        y = 0.5 * v * (1.0 + _erf64(v * np.sqrt(0.5)))
+    return y.astype(np.float32)
+
+
 def resize_bilinear(node: Any, x: np.ndarray, size: np.ndarray) -> np.ndarray:
     """TFLite's float RESIZE_BILINEAR (reference kernel, float32, left to right)."""
     oh, ow = (int(v) for v in np.asarray(size).reshape(-1))

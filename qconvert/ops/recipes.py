@@ -112,6 +112,24 @@ def hard_swish(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) 
     return {"table": qm.hard_swish_table(x.s, x.zp, out.s, out.zp), "clamp": (-128, 127)}
 
 
+def squared_difference(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> Parts:
+    """SQUARED_DIFFERENCE: the two input pairs and the output pair, left shift 7."""
+    return {"pairs": qm.squared_difference_requant(_input(ins, 0).s, _input(ins, 1).s, out.s), "left_shift": 7}
+
+
+def rsqrt(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> Parts:
+    """RSQRT: the int8 kernel's 256 outputs (table flag)."""
+    x = _input(ins, 0)
+    return {"table": qm.rsqrt_table(x.s, x.zp, out.s, out.zp), "clamp": (-128, 127)}
+
+
+def gelu(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> Parts:
+    """GELU: the reference kernel's 256-entry table of its erfc (or, ``approximate``, tanh) form."""
+    x = _input(ins, 0)
+    kind = "GELU_APPROXIMATE" if options.get("approximate") else "GELU"
+    return {"table": qm.activation_table(kind, x.s, x.zp, out.s, out.zp), "clamp": (-128, 127)}
+
+
 def softmax(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> Parts:
     beta = options.get("beta")
     return {"pairs": [qm.softmax_requant(_input(ins, 0).s, 1.0 if beta is None else float(beta))]}

@@ -106,6 +106,10 @@ TABLE: dict[str, OpRow] = dict([
     _row("LEAKY_RELU", Rule.FREE, 1, kernel=k.leaky_relu, requant=r.leaky_relu),  # TF 2.21 writes v1 for int8
     _row("PRELU", Rule.FREE, 1, weight_slots=(1,), kernel=k.prelu, requant=r.prelu),  # fused from Keras' PReLU
     _row("HARD_SWISH", Rule.FREE, 1, kernel=k.hard_swish, requant=r.hard_swish),  # fused from x·relu6(x+3)/6
+    # LayerNormalization's variance and 1/sqrt(variance + eps) (ConvNeXt), where TF keeps them int8
+    _row("SQUARED_DIFFERENCE", Rule.FREE, 2, kernel=k.squared_difference, requant=r.squared_difference),
+    _row("RSQRT", Rule.FREE, 2, kernel=k.rsqrt, requant=r.rsqrt),
+    _row("GELU", Rule.FREE, 2, kernel=k.gelu, requant=r.gelu),  # fused from 0.5·x·erfc(-x/√2) (legalize/gelu.py)
     _row("MAXIMUM", Rule.SAME_SCALE, 2, kernel=k.maximum, folds=True),
     _row("MINIMUM", Rule.SAME_SCALE, 2, kernel=k.minimum, folds=True),
     _row("AVERAGE_POOL_2D", Rule.SAME_SCALE, 2, kernel=k.average_pool_2d),

@@ -73,8 +73,8 @@ def _const_operand(graph: Graph, node: Node, slot: int, legacy_float_scale: bool
     value = graph.const(name)
     lo = min(0.0, float(value.min())) if value.size else 0.0
     hi = max(0.0, float(value.max())) if value.size else 0.0
-    # post-training quantization: GetUniformQuantizedTypeForWeight's DownCastScale (float32 scale)
-    params = qm.calibrated_range_params(lo, hi) if legacy_float_scale else _signed_params(lo, hi, False)
+    # post-training quantization: GetUniformQuantizedTypeForWeight with DownCastScale (float32 scale)
+    params = qm.value_range_params_legacy(lo, hi) if legacy_float_scale else _signed_params(lo, hi, False)
     insert_qdq_on_edge(graph, node, slot, params, Origin.WEIGHT)
     return True
 

@@ -7,12 +7,17 @@ exponent convention, ``real ~= multiplier * 2**(shift - 31)`` (positive shift = 
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import functools
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
+from qconvert.quant.fixed_point import multiply_by_quantized_multiplier, rounding_divide_by_pot
+from qconvert.quant.fixed_point import saturating_rounding_doubling_high_mul as _srdhm
 from qconvert.quant.params import INT32_MAX, INT32_MIN
 from qconvert.quant.rounding import round_half_away, round_half_away_array
 
@@ -208,11 +213,45 @@ def softmax_requant(in_scale: float, beta: float = 1.0) -> tuple[int, int]:
     return quantize_multiplier(real)
 
 
+def _libm_float(name: str, fallback: Callable[[float], float]) -> Callable[[float], np.float32]:
+    """The C library's float32 function ``name`` (``erfcf``, ``tanhf``): what ``std::erfc(float)``
+    in TFLite's kernels calls on this machine. Without a C math library, ``fallback`` in double
+    rounded to float32 (the same value wherever the library is correctly rounded)."""
+    try:
+        fn = getattr(ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6"), name)
+        fn.restype, fn.argtypes = ctypes.c_float, [ctypes.c_float]
+        return lambda v: np.float32(fn(float(v)))
+    except (OSError, AttributeError):  # pragma: no cover - no C math library
+        return lambda v: np.float32(fallback(float(v)))
+
+
+_ERFCF = _libm_float("erfcf", math.erfc)
+_TANHF = _libm_float("tanhf", math.tanh)
+# reference/gelu.h: float(-M_SQRT1_2), and sqrt(2/pi) = float(M_2_SQRTPI * M_SQRT1_2)
+_MINUS_SQRT1_2 = np.float32(-math.sqrt(0.5))
+_SQRT_2_OVER_PI = np.float32((2.0 / math.sqrt(math.pi)) * math.sqrt(0.5))
+
+
+def _gelu_float32(x: np.float32) -> np.float32:
+    """reference_ops::GeluTransform: ``0.5f * x * erfc(x * float(-1/sqrt(2)))`` in float32."""
+    f = np.float32
+    return f(f(f(0.5) * x) * _ERFCF(f(x * _MINUS_SQRT1_2)))
+
+
+def _gelu_approximate_float32(x: np.float32) -> np.float32:
+    """reference_ops::GeluTransformApproximate:
+    ``0.5f * x * (1.f + tanh(sqrt(2/pi) * (x + 0.044715f * x * x * x)))`` in float32."""
+    f = np.float32
+    cube = f(f(f(f(0.044715) * x) * x) * x)
+    return f(f(f(0.5) * x) * f(f(1) + _TANHF(f(_SQRT_2_OVER_PI * f(x + cube)))))
+
+
 def activation_table(kind: str, in_scale: float, in_zp: int, out_scale: float, out_zp: int) -> list[int]:
-    """The 256-entry int8 table TFLite's reference LOGISTIC / TANH build (``LUTPopulate``,
+    """The 256-entry int8 table TFLite's reference LOGISTIC / TANH / GELU build (``LUTPopulate``,
     lite/kernels/internal/common.h), indexed by ``uint8(x)``: all in float32,
-    ``deq = in_scale * float(x - in_zp)``, ``t = 1/(1 + exp(-deq))`` or ``tanh(deq)``,
-    ``q = int(round_half_away(t * (1 / out_scale)) + float(out_zp))``, clamped to int8."""
+    ``deq = in_scale * float(x - in_zp)``, ``t = 1/(1 + exp(-deq))``, ``tanh(deq)`` or GELU's
+    transform (``GELU_APPROXIMATE``: the tanh form), ``q = int(round_half_away(t * (1 / out_scale))
+    + float(out_zp))``, clamped to int8. GELU's erfc and tanh are the C library's float functions."""
     f = np.float32
     x = np.arange(-128, 128, dtype=np.int32)
     deq = f(in_scale) * (x - int(in_zp)).astype(f)
@@ -221,6 +260,9 @@ def activation_table(kind: str, in_scale: float, in_zp: int, out_scale: float, o
             t = f(1) / (f(1) + np.exp(-deq))
         elif kind == "TANH":
             t = np.tanh(deq)
+        elif kind in ("GELU", "GELU_APPROXIMATE"):
+            g = _gelu_approximate_float32 if kind == "GELU_APPROXIMATE" else _gelu_float32
+            t = np.array([g(v) for v in deq], dtype=f)
         else:
             raise ValueError(f"no table for {kind}")
     r = round_half_away_array((t * (f(1) / f(out_scale))).astype(f))
@@ -228,6 +270,83 @@ def activation_table(kind: str, in_scale: float, in_zp: int, out_scale: float, o
     table = np.empty(256, dtype=np.int64)
     table[x.astype(np.uint8)] = q  # index = the input's bit pattern
     return [int(v) for v in table]
+
+
+def _sat_shift_left(raw: int, exponent: int) -> int:
+    """gemmlowp SaturatingRoundingMultiplyByPOT for exponent > 0: ``raw << exponent``, saturated."""
+    threshold = (1 << (31 - exponent)) - 1
+    if raw > threshold:
+        return INT32_MAX
+    if raw < -threshold:
+        return INT32_MIN
+    return raw << exponent
+
+
+@functools.lru_cache(maxsize=1024)
+def inv_sqrt_quantized_multiplier(value: int) -> tuple[int, int]:
+    """``GetInvSqrtQuantizedMultiplierExp(value, kReverseShift)`` (lite/kernels/internal/common.h):
+    ``1/sqrt(value)`` as ``(multiplier, shift)`` in QuantizeMultiplier's convention, by five
+    Newton-Raphson steps in gemmlowp fixed point with 3 integer bits from the guess 1, then a
+    multiplication by sqrt(2)/2. Values 0 and 1 give ``(INT32_MAX, 0)``."""
+    v = int(value)
+    if v < 0:
+        raise ValueError(f"inverse square root of a negative value {v}")
+    if v <= 1:
+        return INT32_MAX, 0
+    shift = 11
+    while v >= (1 << 29):
+        v //= 4
+        shift += 1
+    pairs = (32 - v.bit_length() - 1) // 2 - 1  # (CountLeadingZeros - 1) / 2 - 1
+    shift -= pairs
+    v <<= 2 * pairs
+
+    def mul(a: int, b: int) -> int:
+        return int(_srdhm(a, b))
+
+    half_input = int(rounding_divide_by_pot(v >> 1, 1))  # F3 raw of value/2
+    half_three = (1 << 28) + (1 << 27)  # 1.5 in F3
+    x = 1 << 28  # 1.0 in F3
+    for _ in range(5):
+        x3 = _sat_shift_left(mul(mul(x, x), x), 6)  # F9 -> F3
+        x = _sat_shift_left(mul(half_three, x) - mul(half_input, x3), 3)  # F6 -> F3
+    x = mul(x, 1518500250)  # sqrt(2)/2 in F0
+    if shift < 0:
+        x <<= -shift
+        shift = 0
+    return x, -shift
+
+
+def rsqrt_table(in_scale: float, in_zp: int, out_scale: float, out_zp: int) -> list[int]:
+    """The 256 int8 outputs of TFLite's int8 RSQRT (elementwise.cc), indexed by ``uint8(x)``.
+    Prepare (``SetRsqrtOutputMultiplier``): ``QuantizeMultiplier(1 / double(sqrtf(in) * out))``,
+    the square root and the product in float32. Eval, with ``v = x - in_zp``: 127 where v is 0;
+    else ``MBQM(MBQM(1, inv_sqrt(v) << 20), M, S - 20) + out_zp``, clamped. A ``v < 0`` aborts
+    the kernel; its entry here is 127 (``qconvert run`` refuses such inputs before the table)."""
+    f = np.float32
+    m, s = quantize_multiplier(1.0 / float(f(np.sqrt(f(in_scale)) * f(out_scale))))
+    x = np.arange(-128, 128, dtype=np.int64)
+    v = x - int(in_zp)
+    inv = np.array([inv_sqrt_quantized_multiplier(int(a)) if a > 0 else (0, 0) for a in v], dtype=np.int64)
+    data = multiply_by_quantized_multiplier(np.ones_like(v), inv[:, 0], inv[:, 1] + 20)
+    out = np.clip(np.asarray(multiply_by_quantized_multiplier(data, m, s - 20)) + int(out_zp), -128, 127)
+    out = np.where(v <= 0, 127, out)
+    table = np.empty(256, dtype=np.int64)
+    table[x.astype(np.uint8)] = out
+    return [int(t) for t in table]
+
+
+def squared_difference_requant(in1_scale: float, in2_scale: float, out_scale: float) -> list[tuple[int, int]]:
+    """SQUARED_DIFFERENCE int8 (squared_difference.cc Prepare), in double from the float32
+    scales, with ``left_shift = 7`` and ``t = 2 * max(in1, in2)``: input multipliers ``in_i / t``
+    and output multiplier ``t^2 / (2^14 * out)``, each by ``QuantizeMultiplierSmallerThanOneExp``.
+    Eval: each ``(x_i - zp_i) << 7`` through its pair, the difference squared, through the output
+    pair, plus ``out_zp``, clamped."""
+    a, b, o = (float(_f32(v)) for v in (in1_scale, in2_scale, out_scale))
+    twice = 2.0 * max(a, b)
+    return [quantize_multiplier_smaller_than_one_exp(a / twice),
+            quantize_multiplier_smaller_than_one_exp(b / twice),
+            quantize_multiplier_smaller_than_one_exp(twice * twice / ((1 << 14) * o))]
 
 
 def _int16(v: int) -> int:

@@ -402,8 +402,22 @@ def calibrated_range_params(rmin: float, rmax: float, legacy_float_scale: bool =
     if not legacy_float_scale:
         scale, zp = _nudged_scale_and_zero_point(-128, 127, lo, hi)
         return QuantParams(scale=(scale,), zero_point=(zp,), axis=None, qmin=-128, qmax=127, dtype="int8")
-    # DownCastScale (quantization_utils.cc): the scale again, in float32; the zero point
-    # from the min, in double divided by that scale, rounded to float32, then rounded
+    return _down_cast_scale(lo, hi)
+
+
+def value_range_params_legacy(rmin: float, rmax: float) -> QuantParams:
+    """A constant operand's int8 type under post-training quantization:
+    ``GetUniformQuantizedTypeForWeight`` (not symmetric, not narrow) with ``legacy_float_scale``:
+    the value range widened to include 0, ``ExpandVerySmallRange`` (a range of width ≤ 1e-6
+    reaches at least ±5e-7; measured: LayerNormalization's epsilon 1e-6 gets [-5e-7, 1e-6],
+    scale 5.88e-9, zero point -43), then ``DownCastScale``."""
+    lo, hi = min(_as_f32_double(rmin), 0.0), max(_as_f32_double(rmax), 0.0)
+    return _down_cast_scale(*_expand_very_small_range(lo, hi))
+
+
+def _down_cast_scale(lo: float, hi: float) -> QuantParams:
+    """``DownCastScale`` (quantization_utils.cc): the scale again, in float32; the zero point
+    from the min, in double divided by that scale, rounded to float32, then rounded."""
     f32 = np.float32
     scale = float(f32(f32(hi) - f32(lo)) / f32(255.0))
     zp_from_min = float(f32(-128.0 - lo / scale))

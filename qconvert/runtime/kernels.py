@@ -198,6 +198,26 @@ def mul(call: OpCall) -> np.ndarray:
     return _finish(call, mbqm(a * b, m[0], s[0]) + call.output_zp)
 
 
+def squared_difference(call: OpCall) -> np.ndarray:
+    """SQUARED_DIFFERENCE int8 (squared_difference.cc): each ``(x - zp) << 7`` through its
+    input pair, the difference squared (int32), through the output pair, plus ``out_zp``."""
+    a, b = call.inputs[0].astype(I64), call.inputs[1].astype(I64)
+    m, s = call.pairs(3)
+    left = int(call.record.left_shift)
+    d = mbqm((a - call.input_zps[0]) << left, m[0], s[0]) - mbqm((b - call.input_zps[1]) << left, m[1], s[1])
+    return _finish(call, mbqm(d * d, m[2], s[2]) + call.output_zp)
+
+
+def rsqrt(call: OpCall) -> np.ndarray:
+    """RSQRT int8 (elementwise.cc) by its table; the kernel refuses an input below its zero point."""
+    x = call.inputs[0]
+    if x.size and int(x.min()) < call.input_zps[0]:
+        raise KernelError(f"operator {call.index} (RSQRT '{call.name}'): input {int(x.min())} below the zero point "
+                          f"{call.input_zps[0]} (a negative value); TFLite's kernel fails with 'Rsqrt is only "
+                          "defined for positive values'")
+    return transcendental.lookup(call)
+
+
 def maximum(call: OpCall) -> np.ndarray:
     return np.maximum(call.inputs[0], call.inputs[1]).astype(np.int8)
 
@@ -463,6 +483,9 @@ KERNELS: dict[str, Callable[[OpCall], np.ndarray]] = {
     "LOGISTIC": transcendental.logistic,
     "TANH": transcendental.tanh,
     "HARD_SWISH": transcendental.lookup,
+    "GELU": transcendental.lookup,
+    "RSQRT": rsqrt,
+    "SQUARED_DIFFERENCE": squared_difference,
     "PRELU": prelu,
     "PACK": pack,
     "SPACE_TO_DEPTH": space_to_depth,

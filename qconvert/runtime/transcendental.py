@@ -127,7 +127,7 @@ def _lookup(call: Any) -> np.ndarray:
 
 
 def lookup(call: Any) -> np.ndarray:
-    """An op stored as its 256-entry int8 table (HARD_SWISH)."""
+    """An op stored as its 256-entry int8 table (HARD_SWISH, GELU, RSQRT)."""
     return _lookup(call)
 
 

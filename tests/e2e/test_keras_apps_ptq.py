@@ -24,8 +24,9 @@ keras = pytest.importorskip("tf_keras", reason="keras.applications comes from tf
 # VGG16: plain convs and pools; ResNet50: BatchNorm folding, ADD, in-place calibration;
 # DenseNet121: concats whose range reaches back through MaxPool and Pad; ResNet50V2 and
 # MobileNetV3Small: ZeroPadding2D folded into SAME convolutions, hard-swish; RegNetX002: grouped
-# convolutions, which Keras writes as jit-compiled functions (PartitionedCall) that we inline
-ARCHITECTURES = ["VGG16", "ResNet50", "DenseNet121", "ResNet50V2", "MobileNetV3Small", "RegNetX002"]
+# convolutions, which Keras writes as jit-compiled functions (PartitionedCall) that we inline;
+# ConvNeXtTiny: LayerNormalization (MEAN, SQUARED_DIFFERENCE, RSQRT, SUB) and GELU, Dense on 4-D
+ARCHITECTURES = ["VGG16", "ResNet50", "DenseNet121", "ResNet50V2", "MobileNetV3Small", "RegNetX002", "ConvNeXtTiny"]
 
 
 def _build(name: str) -> tuple[bytes, list[int]]:
@@ -34,7 +35,7 @@ def _build(name: str) -> tuple[bytes, list[int]]:
     keras.backend.clear_session()
     keras.utils.set_random_seed(0)
     shape = [1, 32, 32, 3]
-    kwargs = {"include_preprocessing": False} if name.startswith(("MobileNetV3", "RegNet")) else {}
+    kwargs = {"include_preprocessing": False} if name.startswith(("MobileNetV3", "RegNet", "ConvNeXt")) else {}
     model = getattr(keras.applications, name)(weights=None, input_shape=tuple(shape[1:]), include_top=False,
                                               pooling="avg", **kwargs)
     fn = tf.function(lambda x: model(x, training=False))

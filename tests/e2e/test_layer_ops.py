@@ -287,6 +287,44 @@ def _grouped_conv(groups, out, pre=0):  # type: ignore[no-untyped-def]
     return build
 
 
+def _gelu(approximate):  # type: ignore[no-untyped-def]
+    # Keras' "gelu" activation is tf.nn.gelu: 0.5·x·erfc(-x/√2), or its tanh form; TF fuses either into GELU
+    def build(x, fq):  # type: ignore[no-untyped-def]
+        h = fq(x * 2.0, -2.0, 2.0)
+        return fq(tf.nn.gelu(h, approximate=approximate), -0.2, 2.0)
+    return build
+
+
+def _layer_norm(x, fq):  # type: ignore[no-untyped-def]
+    # Keras' LayerNormalization as tf-keras writes it (moments, then batch_normalization's
+    # rsqrt): MEAN, SQUARED_DIFFERENCE, MEAN, ADD eps, RSQRT, MUL gamma, MUL, MUL, SUB beta, ADD
+    gamma = np.array([0.8, 1.2, 1.0], np.float32)
+    beta = np.array([0.1, -0.2, 0.05], np.float32)
+    mean = fq(tf.reduce_mean(x, axis=-1, keepdims=True), -1.0, 1.0)
+    var = fq(tf.reduce_mean(fq(tf.math.squared_difference(x, tf.stop_gradient(mean)), 0.0, 4.0), axis=-1,
+                            keepdims=True), 0.0, 1.5)
+    inv = fq(tf.math.rsqrt(fq(var + 0.01, 0.0, 1.5)), 0.0, 10.0)
+    scale = fq(inv * gamma, 0.0, 12.0)
+    scaled = fq(x * scale, -6.0, 6.0)
+    shift = fq(beta - fq(mean * scale, -6.0, 6.0), -6.0, 6.0)
+    return fq(scaled + shift, -6.0, 6.0)
+
+
+def _layer_norm_fused(rows):  # type: ignore[no-untyped-def]
+    # Keras' LayerNormalization with its default epsilon: x reshaped to NCHW [1, rows, features, 1],
+    # FusedBatchNormV3 in training mode (batch statistics) with scale 1 and offset 0, reshaped back,
+    # then gamma and beta. rows=1: over all axes (LayerNormalization(axis=[1, 2, 3]))
+    def build(x, fq):  # type: ignore[no-untyped-def]
+        gamma = np.array([0.8, 1.2, 1.0], np.float32)
+        beta = np.array([0.1, -0.2, 0.05], np.float32)
+        features = int(np.prod(SHAPE)) // rows
+        y, _, _ = tf.compat.v1.nn.fused_batch_norm(tf.reshape(x, [1, rows, features, 1]), tf.ones([rows]),
+                                                   tf.zeros([rows]), epsilon=0.001, data_format="NCHW",
+                                                   is_training=True)
+        return fq(tf.reshape(y, SHAPE) * gamma + beta, -4.0, 4.0)
+    return build
+
+
 def _fq_weight(fq, w):  # type: ignore[no-untyped-def]
     m = float(np.abs(w).max())
     return fq(tf.constant(w), -m, m) if fq(tf.constant(1.0), 0.0, 2.0).op.type.startswith("FakeQuant") else w
@@ -296,6 +334,8 @@ BUILDERS: dict[str, Callable] = {"upsampling_nearest": _upsampling_nearest,
                                  "resize_nearest_align_corners": _resize_nearest_align_corners,
                                  "resize_nearest_plain": _resize_nearest_plain, "real_div_folds": _real_div_folds,
     # TF's driver counts integer operands: RESIZE (size) and PAD (paddings) take B, MAX_POOL keeps A
+    "gelu": _gelu(False), "gelu_approximate": _gelu(True), "layer_norm": _layer_norm,
+    "layer_norm_fused": _layer_norm_fused(16), "layer_norm_fused_all_axes": _layer_norm_fused(1),
     "grouped_conv_depthwise_like": _grouped_conv(3, 6),  # one input channel per group
     "grouped_conv_two_groups": _grouped_conv(2, 6, pre=4),
     "resize_between_ranges": _between_ranges(lambda h: tf.compat.v1.image.resize_nearest_neighbor(h, [8, 8])),
@@ -338,6 +378,9 @@ TF_LEAVES_FLOAT = {"real_div_folds", "prelu_quantized_alpha", "conv2d_transpose_
 # quantizes it in the others (measured: 2 of 4 runs): whichever it did is the comparison
 TF_SOMETIMES_FLOAT = {"unpack"}
 SHAPE_ONLY = {"RESHAPE", "SQUEEZE"}
+# graphs with a FakeQuant only at the end: the QAT form has no ranges inside (we refuse it, as
+# we must); they are compared under post-training quantization, and run on that file
+PTQ_ONLY = {"layer_norm_fused", "layer_norm_fused_all_axes"}
 
 
 def _graph(name: str, qat: bool) -> bytes:
@@ -378,6 +421,8 @@ def test_qat_graph_matches_tensorflow(name: str) -> None:
 
     from qconvert.api import convert_graph
 
+    if name in PTQ_ONLY:
+        pytest.skip("no FakeQuant inside the graph: compared under post-training quantization")
     pb = _graph(name, qat=True)
     theirs = _tf_qat(pb)
     ours = convert_graph(pb, {"input": (-1.0, 1.0)}, inputs=["input"], outputs=["out"]).model
@@ -418,7 +463,13 @@ def test_run_equals_litert_on_every_int8_input(name: str) -> None:
     from qconvert.api import convert_graph
     from qconvert.runtime.interpreter import IntegerModel
 
-    model = convert_graph(_graph(name, qat=True), {"input": (-1.0, 1.0)}, inputs=["input"], outputs=["out"]).model
+    if name in PTQ_ONLY:
+        samples = {"input": np.random.default_rng(7).uniform(-1, 1, (32, *SHAPE[1:])).astype(np.float32)}
+        model = convert_graph(_graph(name, qat=False), inputs=["input"], outputs=["out"],
+                              calibration_data=samples).model
+    else:
+        model = convert_graph(_graph(name, qat=True), {"input": (-1.0, 1.0)}, inputs=["input"],
+                              outputs=["out"]).model
     # LiteRT's reference SUM reads int8 data as uint8 (reduce.cc passes GetTensorData<uint8_t> to
     # reference_ops::QuantizedMeanOrSum for every 8-bit type): there the optimized kernel is the oracle
     resolver = OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES if name in OPTIMIZED_ORACLE else OpResolverType.BUILTIN_REF

@@ -832,3 +832,21 @@ def test_oracle_runtime_requant(tf, litert, tmp_path):
         for k, v in expect.items():
             got = it.get_tensor(td["o_" + k]["index"])
             assert np.array_equal(got, v.reshape(got.shape)), k
+
+
+@pytest.mark.parametrize("value", [2, 3, 7, 100, 255, 1 << 20, (1 << 29) + 12345, 2**31 - 1])
+def test_inv_sqrt_multiplier_is_one_over_sqrt(value: int) -> None:
+    """GetInvSqrtQuantizedMultiplierExp's Newton-Raphson result against 1/sqrt(v) in double:
+    five fixed-point steps from 1 get within 2e-6 (relative)."""
+    from qconvert.quant.multipliers import inv_sqrt_quantized_multiplier
+
+    m, shift = inv_sqrt_quantized_multiplier(value)
+    assert abs(m * 2.0 ** (shift - 31) * np.sqrt(value) - 1.0) < 2e-6
+
+
+def test_value_range_params_legacy_expands_a_tiny_constant_as_tensorflow() -> None:
+    """LayerNormalization's epsilon 1e-6 as TensorFlow 2.21's post-training quantizer wrote it in
+    keras.applications.ConvNeXtTiny: scale 5.8823533e-09, zero point -43 (ExpandVerySmallRange
+    to [-5e-7, 1e-6], then DownCastScale)."""
+    p = qm.value_range_params_legacy(0.0, 1e-6)
+    assert np.float32(p.scale[0]) == np.float32(5.8823533e-09) and p.zero_point == (-43,)
