@@ -30,14 +30,19 @@ from qconvert.quant.rounding import rsqrt_float32
 Rewrite = Callable[[Graph, Node], None]
 
 
+def _emit(graph: Graph, before: Node, op: str, inputs: list[str], shape: tuple[int, ...], attrs: dict,
+          suffix: str) -> str:
+    """Insert ``op(inputs)`` (float32, of ``shape``) in front of ``before``; its output's name."""
+    out = graph.unique_name(f"{before.name}/{suffix}")
+    graph.add_tensor(Tensor(out, "float32", shape))
+    graph.add_node(Node(op, inputs, [out], attrs, name=out), before=before)
+    return out
+
+
 def _layout(graph: Graph, node: Node, slot: int, op: str, arg: np.ndarray, shape: tuple[int, ...]) -> None:
     """Insert ``op(node.inputs[slot], arg)`` in front of ``node`` (a weight layout change)."""
-    src = node.inputs[slot]
     arg_name = graph.add_const(f"{node.name}/{op.lower()}_arg", arg.astype(np.int32))
-    out = graph.unique_name(f"{node.name}/{op.lower()}")
-    graph.add_tensor(Tensor(out, "float32", shape))
-    graph.add_node(Node(op, [src, arg_name], [out], {}, name=out), before=node)
-    node.inputs[slot] = out
+    node.inputs[slot] = _emit(graph, node, op, [node.inputs[slot], arg_name], shape, {}, op.lower())
 
 
 def _zero_bias(graph: Graph, node: Node, channels: int) -> str:
@@ -181,14 +186,14 @@ def neg(graph: Graph, node: Node) -> None:
     node.op = "MUL"
 
 
-def pattern_only(pattern: str) -> Rewrite:
+def pattern_only(pattern: str, fix: str) -> Rewrite:
     """A TF op qconvert converts only as part of a fused pattern: reaching it here means the
     pattern did not match."""
     def rewrite(graph: Graph, node: Node) -> None:
         raise ConversionError(
             f"node '{node.name}' ({node.op}) is supported only inside {pattern}, which TensorFlow's "
-            f"converter fuses into one op; this graph computes it differently (export the model with "
-            f"Keras' 'gelu' activation or tf.nn.gelu, or cut the graph before it with --outputs)")
+            f"converter fuses into one op; this graph computes it differently ({fix}, or cut the graph "
+            f"before it with --outputs)")
     return rewrite
 
 
@@ -284,30 +289,20 @@ def fused_batch_norm(graph: Graph, node: Node) -> None:
     multiplier = scale * rsqrt
     shift = offset - mean * multiplier
     x = node.inputs[0]
-    scaled = graph.unique_name(f"{node.name}/scaled")
-    graph.add_tensor(Tensor(scaled, "float32", graph.tensors[x].shape))
-    mul = Node("MUL", [x, graph.add_const(f"{node.name}/multiplier", multiplier)], [scaled],
-               {"fused_activation_function": "NONE"}, name=scaled)
-    graph.add_node(mul, before=node)
+    scaled = _emit(graph, node, "MUL", [x, graph.add_const(f"{node.name}/multiplier", multiplier)],
+                   graph.tensors[x].shape, {"fused_activation_function": "NONE"}, "scaled")
     node.inputs = [scaled, graph.add_const(f"{node.name}/shift", shift)]
     node.attrs = {"fused_activation_function": "NONE"}
     node.op = "ADD"
 
 
-def _emit(graph: Graph, before: Node, op: str, inputs: list[str], shape: tuple[int, ...], attrs: dict,
-          suffix: str) -> str:
-    out = graph.unique_name(f"{before.name}/{suffix}")
-    graph.add_tensor(Tensor(out, "float32", shape))
-    graph.add_node(Node(op, inputs, [out], attrs, name=out), before=before)
-    return out
-
-
 def _batch_statistics_norm(graph: Graph, node: Node) -> None:
     """A FusedBatchNorm in training mode normalizes by the statistics of its own input: how
     Keras' LayerNormalization runs (it reshapes x to NCHW ``[1, rows, features, 1]``; with
-    ``epsilon < 1.001e-5`` it writes the moments out instead, which need no rewrite). As
-    TensorFlow's converter lowers it (measured on TF 2.21), with x in NHWC (a TRANSPOSE each way
-    for NCHW) and ``m = scale·rsqrt(var + ε)``::
+    ``epsilon < 1.001e-5`` it writes the moments out instead, which need no rewrite). Only that
+    NCHW form is taken (an NHWC one is a BatchNormalization frozen in training mode by mistake:
+    ``tf_ops.shape_batch_norm`` refuses it). As TensorFlow's converter lowers it (measured on
+    TF 2.21), with x in NHWC (a TRANSPOSE each way) and ``m = scale·rsqrt(var + ε)``::
 
         mean = MEAN(x, [0,1,2]); var = MEAN(SQUARED_DIFFERENCE(x, mean), [0,1,2])
         y = x·m + (offset − mean·m)
@@ -317,12 +312,11 @@ def _batch_statistics_norm(graph: Graph, node: Node) -> None:
     training-only."""
     x = node.inputs[0]
     shape = graph.tensors[x].shape
-    fmt = node.attrs.get("data_format", "NHWC") or "NHWC"
-    consts = [graph.const(i) for i in node.inputs[1:3]]
-    if len(shape) != 4 or fmt not in ("NHWC", "NCHW") or any(c is None for c in consts):
+    consts = [graph.const(i) for i in node.inputs[1:3]]  # NCHW (tf_ops.shape_batch_norm refuses NHWC)
+    if len(shape) != 4 or any(c is None for c in consts):
         raise ConversionError(
             f"node '{node.name}' ({node.op}) normalizes by batch statistics (training mode): supported for a 4-D "
-            f"NHWC or NCHW input with constant scale and offset, as Keras' LayerNormalization writes it; "
+            f"NCHW input with constant scale and offset, as Keras' LayerNormalization writes it; "
             f"freeze the model for inference (training=False) otherwise")
     if any(graph.consumers(o) or o in graph.outputs for o in node.outputs[1:]):
         raise ConversionError(f"node '{node.name}' ({node.op}): its batch mean/variance outputs are read; only the "
@@ -330,7 +324,7 @@ def _batch_statistics_norm(graph: Graph, node: Node) -> None:
     scale, offset = (np.asarray(c, np.float32) for c in consts)
     eps = np.float32(node.attrs.get("epsilon", 1e-3))
     none = {"fused_activation_function": "NONE"}
-    nhwc = shape if fmt == "NHWC" else (shape[0], shape[2], shape[3], shape[1])
+    nhwc = (shape[0], shape[2], shape[3], shape[1])
     channels = (nhwc[3],)
     # NCHW ⇄ NHWC; where only unit dimensions move (one row: LayerNormalization over all axes)
     # that is a RESHAPE, as TensorFlow writes it
@@ -342,9 +336,8 @@ def _batch_statistics_norm(graph: Graph, node: Node) -> None:
                 {"new_shape": [int(d) for d in to]}
         return "TRANSPOSE", [src, graph.add_const(f"{node.name}/{suffix}", np.array(perm, np.int32))], {}
 
-    if fmt == "NCHW":
-        op, ins, attrs = relayout(x, [0, 2, 3, 1], nhwc, "to_nhwc")
-        x = _emit(graph, node, op, ins, nhwc, attrs, "to_nhwc")
+    op, ins, attrs = relayout(x, [0, 2, 3, 1], nhwc, "to_nhwc")
+    x = _emit(graph, node, op, ins, nhwc, attrs, "to_nhwc")
     axes = graph.add_const(f"{node.name}/axes", np.array([0, 1, 2], np.int32))
     mean = _emit(graph, node, "MEAN", [x, axes], channels, {"keep_dims": False}, "mean")
     sq = _emit(graph, node, "SQUARED_DIFFERENCE", [x, mean], nhwc, {}, "squared_difference")
@@ -356,11 +349,8 @@ def _batch_statistics_norm(graph: Graph, node: Node) -> None:
     mm = _emit(graph, node, "MUL", [mean, m], channels, none, "mean_scaled")
     sh = _emit(graph, node, "SUB", [graph.add_const(f"{node.name}/offset", offset), mm], channels, none, "shift")
     node.outputs = node.outputs[:1]
-    if fmt == "NCHW":
-        y = _emit(graph, node, "ADD", [xm, sh], nhwc, none, "normalized")
-        node.op, node.inputs, node.attrs = relayout(y, [0, 3, 1, 2], shape, "to_nchw")
-    else:
-        node.inputs, node.attrs, node.op = [xm, sh], dict(none), "ADD"
+    y = _emit(graph, node, "ADD", [xm, sh], nhwc, none, "normalized")
+    node.op, node.inputs, node.attrs = relayout(y, [0, 3, 1, 2], shape, "to_nchw")
 
 
 def block_op(op: str) -> Rewrite:

@@ -107,8 +107,13 @@ def shape_same(node: Any, s: list[Shape], c: list[Any]) -> Shape:
 
 
 def shape_batch_norm(node: Any, s: list[Shape], c: list[Any]) -> Shape:
-    if _attr(node, "is_training", False):  # batch statistics: NCHW too (Keras' LayerNormalization)
-        channels = s[0][1] if _attr(node, "data_format", "NHWC") == "NCHW" and len(s[0]) == 4 else s[0][-1]
+    if _attr(node, "is_training", False):  # normalizes by the statistics of each batch
+        if _attr(node, "data_format", "NHWC") != "NCHW":  # a BatchNormalization frozen with training=True
+            raise ConversionError(
+                f"node '{node.name}' ({node.op}) is in training mode (it normalizes by the statistics of each "
+                f"batch); freeze the model for inference (call it with training=False before freezing)")
+        # NCHW: Keras' LayerNormalization (legalization.fused_batch_norm checks the rest)
+        channels = s[0][1] if len(s[0]) == 4 else s[0][-1]
         if any(len(p) != 1 or p[0] != channels for p in s[1:3]):
             raise ConversionError(f"node '{node.name}' ({node.op}): scale/offset must have {channels} values")
         return s[0]
@@ -384,6 +389,8 @@ class TfOp:
     dtype: Callable[[Any], str] | None = None  # the output's dtype when it is not float32
 
 
+_GELU_FIX = "export the model with Keras' 'gelu' activation or tf.nn.gelu"
+
 # ``None`` as the TFLite op marks structural ops that disappear (Identity) or that
 # the importer turns into tensors (Const, Placeholder).
 TF_OPS: dict[str, TfOp] = {
@@ -409,8 +416,8 @@ TF_OPS: dict[str, TfOp] = {
     "SquaredDifference": TfOp("SQUARED_DIFFERENCE", shape_broadcast, lg.plain("SQUARED_DIFFERENCE")),
     "Rsqrt": TfOp("RSQRT", shape_same, lg.plain("RSQRT")),
     # parts of GELU's patterns (qconvert/legalize/gelu.py), refused anywhere else
-    "Erfc": TfOp("GELU", shape_same, lg.pattern_only("GELU's 0.5·x·erfc(-x/√2)")),
-    "Pow": TfOp("GELU", shape_broadcast, lg.pattern_only("GELU's tanh approximation (x³)")),
+    "Erfc": TfOp("GELU", shape_same, lg.pattern_only("GELU's 0.5·x·erfc(-x/√2)", _GELU_FIX)),
+    "Pow": TfOp("GELU", shape_broadcast, lg.pattern_only("GELU's tanh approximation (x³)", _GELU_FIX)),
     "ResizeNearestNeighbor": TfOp("RESIZE_NEAREST_NEIGHBOR", shape_resize, lg.resize("RESIZE_NEAREST_NEIGHBOR")),
     "ResizeBilinear": TfOp("RESIZE_BILINEAR", shape_resize, lg.resize("RESIZE_BILINEAR")),
     "FusedBatchNorm": TfOp("MUL", shape_batch_norm, lg.fused_batch_norm),

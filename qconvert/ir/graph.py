@@ -311,6 +311,19 @@ class Graph:
         t = self.tensors.get(tensor)
         return None if t is None else t.data
 
+    def scalar_operand(self, node: Node, value: float, rel_tol: float = 0.0) -> str | None:
+        """The non-constant operand of a binary ``node`` whose other operand is a float32 scalar
+        constant equal to ``value`` (within ``rel_tol``, relative to max(1, |value|)); else None.
+        What pattern fusions (hard-swish, PReLU, GELU) look for."""
+        if len(node.inputs) < 2:
+            return None
+        a, b = node.inputs[:2]
+        for other, c in ((a, self.const(b)), (b, self.const(a))):
+            if (c is not None and c.dtype == np.float32 and c.size == 1 and not self.is_const(other)
+                    and abs(float(c.reshape(-1)[0]) - float(np.float32(value))) <= rel_tol * max(1.0, abs(value))):
+                return other
+        return None
+
     # -- edits ----------------------------------------------------------
     def replace_all_uses(self, old: str, new: str) -> None:
         """Make every reader of ``old`` (nodes and graph outputs) read ``new``."""

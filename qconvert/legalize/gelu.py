@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from qconvert.ir import Graph, Node
 from qconvert.ir.passes import Context
 
@@ -32,22 +30,10 @@ def _only(graph: Graph, name: str, ops: tuple[str, ...]) -> Node | None:
     return node
 
 
-def _scalar(graph: Graph, name: str, value: float) -> bool:
-    c = graph.const(name)
-    return (c is not None and c.size == 1 and c.dtype == np.float32
-            and abs(float(c.reshape(-1)[0]) - value) <= 1e-6 * max(1.0, abs(value)))
-
-
 def _with_const(graph: Graph, node: Node | None, value: float) -> str | None:
-    """The operand of binary ``node`` whose other operand is the scalar constant ``value``."""
-    if node is None or len(node.inputs) != 2:
-        return None
-    a, b = node.inputs
-    if _scalar(graph, b, value) and not graph.is_const(a):
-        return a
-    if _scalar(graph, a, value) and not graph.is_const(b):
-        return b
-    return None
+    """The operand of binary ``node`` whose other operand is the scalar constant ``value``
+    (float32 tolerance: TF writes 1/√2 and √(2/π) rounded from double)."""
+    return graph.scalar_operand(node, value, rel_tol=1e-6) if node is not None else None
 
 
 def _half(graph: Graph, name: str) -> tuple[str, Node] | None:
@@ -87,7 +73,7 @@ def _one_plus_tanh(graph: Graph, name: str) -> tuple[str, list[Node]] | None:
         x, cubic = inner.inputs[slot], _only(graph, inner.inputs[1 - slot], _MUL)
         cube_name = _with_const(graph, cubic, 0.044715)
         cube = _only(graph, cube_name, ("Pow",)) if cube_name is not None else None
-        if cube is not None and cube.inputs[0] == x and _scalar(graph, cube.inputs[1], 3.0):
+        if cube is not None and cube.inputs[0] == x and _with_const(graph, cube, 3.0) == x:
             return x, [add1, tanh, scaled, inner, cubic, cube]  # type: ignore[list-item]
     return None
 

@@ -246,19 +246,9 @@ def _arith(graph: Graph, name: str, kind: str) -> Node | None:
     return node
 
 
-def _scalar(graph: Graph, name: str, value: float) -> bool:
-    c = graph.const(name)
-    return c is not None and c.dtype == np.float32 and c.size == 1 and c.reshape(-1)[0] == np.float32(value)
-
-
 def _split(graph: Graph, node: Node, value: float) -> str | None:
-    """The operand of a binary ``node`` whose other operand is the scalar constant ``value``."""
-    a, b = node.inputs[:2]
-    if _scalar(graph, b, value):
-        return a
-    if _scalar(graph, a, value):
-        return b
-    return None
+    """The operand of a binary ``node`` whose other operand is exactly the scalar constant ``value``."""
+    return graph.scalar_operand(node, value)
 
 
 def _add3_relu6(graph: Graph, name: str) -> str | None:

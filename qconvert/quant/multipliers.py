@@ -213,20 +213,21 @@ def softmax_requant(in_scale: float, beta: float = 1.0) -> tuple[int, int]:
     return quantize_multiplier(real)
 
 
-def _libm_float(name: str, fallback: Callable[[float], float]) -> Callable[[float], np.float32]:
+@functools.cache
+def _libm_float(name: str) -> Callable[[float], np.float32]:
     """The C library's float32 function ``name`` (``erfcf``, ``tanhf``): what ``std::erfc(float)``
-    in TFLite's kernels calls on this machine. Without a C math library, ``fallback`` in double
-    rounded to float32 (the same value wherever the library is correctly rounded)."""
+    in TFLite's kernels calls on this machine. Loaded on first use (finding the library runs
+    ldconfig: 24 ms that a graph without GELU should not pay). Without a C math library, the
+    double function rounded to float32 (the same value wherever the library is correctly rounded)."""
     try:
         fn = getattr(ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6"), name)
         fn.restype, fn.argtypes = ctypes.c_float, [ctypes.c_float]
         return lambda v: np.float32(fn(float(v)))
     except (OSError, AttributeError):  # pragma: no cover - no C math library
+        fallback = getattr(math, name[:-1])
         return lambda v: np.float32(fallback(float(v)))
 
 
-_ERFCF = _libm_float("erfcf", math.erfc)
-_TANHF = _libm_float("tanhf", math.tanh)
 # reference/gelu.h: float(-M_SQRT1_2), and sqrt(2/pi) = float(M_2_SQRTPI * M_SQRT1_2)
 _MINUS_SQRT1_2 = np.float32(-math.sqrt(0.5))
 _SQRT_2_OVER_PI = np.float32((2.0 / math.sqrt(math.pi)) * math.sqrt(0.5))
@@ -235,7 +236,7 @@ _SQRT_2_OVER_PI = np.float32((2.0 / math.sqrt(math.pi)) * math.sqrt(0.5))
 def _gelu_float32(x: np.float32) -> np.float32:
     """reference_ops::GeluTransform: ``0.5f * x * erfc(x * float(-1/sqrt(2)))`` in float32."""
     f = np.float32
-    return f(f(f(0.5) * x) * _ERFCF(f(x * _MINUS_SQRT1_2)))
+    return f(f(f(0.5) * x) * _libm_float("erfcf")(f(x * _MINUS_SQRT1_2)))
 
 
 def _gelu_approximate_float32(x: np.float32) -> np.float32:
@@ -243,7 +244,7 @@ def _gelu_approximate_float32(x: np.float32) -> np.float32:
     ``0.5f * x * (1.f + tanh(sqrt(2/pi) * (x + 0.044715f * x * x * x)))`` in float32."""
     f = np.float32
     cube = f(f(f(f(0.044715) * x) * x) * x)
-    return f(f(f(0.5) * x) * f(f(1) + _TANHF(f(_SQRT_2_OVER_PI * f(x + cube)))))
+    return f(f(f(0.5) * x) * f(f(1) + _libm_float("tanhf")(f(_SQRT_2_OVER_PI * f(x + cube)))))
 
 
 def activation_table(kind: str, in_scale: float, in_zp: int, out_scale: float, out_zp: int) -> list[int]:

@@ -174,13 +174,19 @@ def fully_connected(call: OpCall) -> np.ndarray:
 # element-wise
 
 
-def _add_sub(call: OpCall, sign: int) -> np.ndarray:
+def _rescaled_operands(call: OpCall) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """ADD, SUB, SQUARED_DIFFERENCE: each ``(x - zp) << left_shift`` through its input pair; and
+    the output pair (multipliers, shifts)."""
     a, b = call.inputs[0].astype(I64), call.inputs[1].astype(I64)
     m, s = call.pairs(3)
     left = int(call.record.left_shift)
-    sa = mbqm((a - call.input_zps[0]) << left, m[0], s[0])
-    sb = mbqm((b - call.input_zps[1]) << left, m[1], s[1])
-    return _finish(call, mbqm(sa + sign * sb, m[2], s[2]) + call.output_zp)
+    return (mbqm((a - call.input_zps[0]) << left, m[0], s[0]), mbqm((b - call.input_zps[1]) << left, m[1], s[1]),
+            m[2], s[2])
+
+
+def _add_sub(call: OpCall, sign: int) -> np.ndarray:
+    sa, sb, m, s = _rescaled_operands(call)
+    return _finish(call, mbqm(sa + sign * sb, m, s) + call.output_zp)
 
 
 def add(call: OpCall) -> np.ndarray:
@@ -201,11 +207,8 @@ def mul(call: OpCall) -> np.ndarray:
 def squared_difference(call: OpCall) -> np.ndarray:
     """SQUARED_DIFFERENCE int8 (squared_difference.cc): each ``(x - zp) << 7`` through its
     input pair, the difference squared (int32), through the output pair, plus ``out_zp``."""
-    a, b = call.inputs[0].astype(I64), call.inputs[1].astype(I64)
-    m, s = call.pairs(3)
-    left = int(call.record.left_shift)
-    d = mbqm((a - call.input_zps[0]) << left, m[0], s[0]) - mbqm((b - call.input_zps[1]) << left, m[1], s[1])
-    return _finish(call, mbqm(d * d, m[2], s[2]) + call.output_zp)
+    sa, sb, m, s = _rescaled_operands(call)
+    return _finish(call, mbqm((sa - sb) ** 2, m, s) + call.output_zp)
 
 
 def rsqrt(call: OpCall) -> np.ndarray:

@@ -526,3 +526,30 @@ def test_int64_and_constant_outputs_run_as_in_litert() -> None:
     for d in it.get_output_details():
         np.testing.assert_array_equal(got[d["name"]], it.get_tensor(d["index"]))
         assert got[d["name"]].dtype == it.get_tensor(d["index"]).dtype
+
+
+def _refused_graph(kind: str) -> bytes:
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, SHAPE, name="input")
+        if kind == "erfc":  # erfc, but not GELU's pattern
+            y = tf.math.erfc(x) * 2.0
+        else:  # a BatchNormalization frozen in training mode (NHWC): batch statistics, not a LayerNorm
+            y, _, _ = tf.compat.v1.nn.fused_batch_norm(x, tf.ones([3]), tf.zeros([3]), is_training=True)
+        tf.identity(y, name="out")
+    return g.as_graph_def().SerializeToString()
+
+
+@pytest.mark.parametrize("kind, words", [("erfc", ["'Erfc'", "GELU", "tf.nn.gelu"]),
+                                         ("batch_norm_training", ["FusedBatchNorm", "training=False"])])
+def test_refused_with_one_line(tmp_path, capsys, kind: str, words: list[str]) -> None:  # type: ignore[no-untyped-def]
+    from qconvert.cli import main
+
+    pb, cal, out = tmp_path / "m.pb", tmp_path / "cal.npz", tmp_path / "m.tflite"
+    pb.write_bytes(_refused_graph(kind))
+    np.savez(cal, input=np.random.default_rng(0).uniform(-1, 1, (4, *SHAPE[1:])).astype(np.float32))
+    assert main([str(pb), "--calibration-data", str(cal), "-o", str(out)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("qconvert: error:"), err
+    assert all(w in err[0] for w in words), err[0]
+    assert sorted(os.listdir(tmp_path)) == ["cal.npz", "m.pb"]  # no output, no temporary file
