@@ -46,8 +46,10 @@ from qconvert.prepare.fuse import (
     fuse_pad_into_conv,
     fuse_prelu,
     fuse_reshapes_into_fully_connected,
+    merge_reshapes,
+    move_binary_before_reshape,
 )
-from qconvert.prepare.propagate import propagate_quant_params
+from qconvert.prepare.propagate import bypass_requantize_for_weighted, propagate_quant_params
 from qconvert.quantize_pass.back_to_back import drop_back_to_back_fake_quant
 from qconvert.quantize_pass.constants import quantize_constants
 from qconvert.quantize_pass.finalize import (
@@ -83,12 +85,14 @@ STAGES: tuple[Stage, ...] = (
           (fold_constants, hoist_layout, fold_constants, drop_fake_quant, remove_identity_arith)),
     Stage("fuse", "prepare", "zero Pad into SAME convs; Dense on N-D; bias adds and BatchNorm into weights/bias; "
           "ReLU/ReLU6/ReLU1 into the op; hard-swish; PReLU",
-          (fuse_pad_into_conv, fuse_reshapes_into_fully_connected, fuse_add_into_fully_connected, fuse_bias_add,
+          (fuse_pad_into_conv, fuse_reshapes_into_fully_connected, move_binary_before_reshape,
+           merge_reshapes, fuse_add_into_fully_connected, fuse_bias_add,
            fold_mul_into_weights, fuse_bias_add, fuse_activation, fuse_hard_swish, fuse_prelu)),
     Stage("calibrate", "calibration", "float graphs: ranges from --calibration-data / --ranges-file",
           (calibrate,)),
     Stage("prepare", "prepare", "propagate parameters (bias = in×w, same-scale, fixed-output, requantize); "
-          "refuse what cannot be quantized", (propagate_quant_params, apply_default_ranges, check_quantizable)),
+          "refuse what cannot be quantized",
+          (propagate_quant_params, bypass_requantize_for_weighted, apply_default_ranges, check_quantizable)),
     Stage("quantize", "quantize_pass", "DQ→op→Q ⇒ int8 op; int8/int32 constants; int8 graph I/O; versions; "
           "multiplier/shift records",
           (drop_back_to_back_fake_quant, float_op_constants, quantize_constants, fold_quantized_ops,

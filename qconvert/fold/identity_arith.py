@@ -1,7 +1,11 @@
 """Stage 3d: arithmetic that changes nothing is removed, as TensorFlow's canonicalizer does.
 
     x * 1,  1 * x,  x + 0,  0 + x,  x - 0        ⇒        x
+    x * 0,  0 * x                                 ⇒        0 (a constant of the output's shape)
     MEAN(x) over axes of size 1, keep_dims        ⇒        x
+
+(x * 0: an unrolled RNN's first step multiplies by its zero initial state; TensorFlow's
+graph optimizer folds that product, and the ADD of it then goes as x + 0.)
 
 only for scalar (or all-equal) constants whose broadcast leaves x's shape as it is.
 """
@@ -28,6 +32,14 @@ def remove_identity_arith(graph: Graph, ctx: Context) -> bool:
             continue
         rule = r.neutral
         if rule is None or node.attrs.get("fused_activation_function", "NONE") != "NONE":
+            continue
+        out = graph.tensors[node.outputs[0]]
+        if r.arith == "mul" and out.shape is not None and node.outputs[0] not in graph.outputs and any(
+                c is not None and c.size and not np.any(c) and c.dtype == np.float32
+                for c in (graph.const(i) for i in node.inputs)):
+            out.data = np.zeros(out.shape, np.float32)
+            out.dtype = "float32"
+            dead.append(node)
             continue
         neutral, const_slots = rule
         for slot in const_slots:

@@ -18,7 +18,7 @@ is fused into them later (prepare). Weight layout ops are folded in stage 3.
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -179,6 +179,23 @@ def expand_dims(graph: Graph, node: Node) -> None:
     node.op = "RESHAPE"
 
 
+def moves_only_unit_dims(shape: Sequence[int], perm: Sequence[int]) -> bool:
+    """Whether transposing ``shape`` by ``perm`` keeps the order of every dimension above 1."""
+    kept = [int(p) for p in perm if shape[int(p)] != 1]
+    return kept == sorted(kept)
+
+
+def transpose(graph: Graph, node: Node) -> None:
+    """A TRANSPOSE with a constant permutation; one that only moves dimensions of size 1 is a
+    RESHAPE, as TensorFlow writes it (an unrolled RNN's [1, T, F] → [T, 1, F])."""
+    _int32_const(graph, node, 1)
+    node.attrs = {}
+    node.op = "TRANSPOSE"
+    shape = graph.tensors[node.inputs[0]].shape
+    if shape is not None and moves_only_unit_dims(shape, graph.const(node.inputs[1]).reshape(-1).tolist()):
+        expand_dims(graph, node)
+
+
 def neg(graph: Graph, node: Node) -> None:
     """``-x`` ⇒ ``MUL(x, -1)``: how Keras' PReLU writes ``relu(-x)`` (fused into PRELU later)."""
     node.inputs = [node.inputs[0], graph.add_const(f"{node.name}/minus_one", np.float32(-1))]
@@ -232,8 +249,9 @@ def reshape(graph: Graph, node: Node) -> None:
 
 
 def squeeze(graph: Graph, node: Node) -> None:
-    node.attrs = {"squeeze_dims": [int(d) for d in node.attrs.get("squeeze_dims", []) or []]}
-    node.op = "SQUEEZE"
+    """A RESHAPE to the squeezed shape, as TensorFlow writes every Squeeze of a static shape."""
+    node.inputs = [node.inputs[0], graph.add_const(f"{node.name}/shape", np.zeros(0, np.int32))]
+    reshape(graph, node)
 
 
 def concat(graph: Graph, node: Node) -> None:
@@ -328,7 +346,7 @@ def _batch_statistics_norm(graph: Graph, node: Node) -> None:
     channels = (nhwc[3],)
     # NCHW ⇄ NHWC; where only unit dimensions move (one row: LayerNormalization over all axes)
     # that is a RESHAPE, as TensorFlow writes it
-    as_reshape = [d for d in shape if d != 1] == [d for d in nhwc if d != 1]
+    as_reshape = moves_only_unit_dims(shape, [0, 2, 3, 1])
 
     def relayout(src: str, perm: list[int], to: tuple[int, ...], suffix: str) -> tuple[str, list[str], dict]:
         if as_reshape:

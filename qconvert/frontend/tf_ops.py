@@ -296,29 +296,29 @@ def shape_pad(node: Any, s: list[Shape], c: list[Any]) -> Shape:
     return tuple(int(d + p[0] + p[1]) for d, p in zip(s[0], pads))
 
 
-def _block_args(node: Any, c: list[Any], what: str) -> tuple[list[int], np.ndarray]:
+def _block_args(node: Any, s: list[Shape], c: list[Any], what: str) -> tuple[list[int], np.ndarray]:
     block = [int(v) for v in _const_input(node, c, 1, "block shape").reshape(-1)]
     pads = _const_input(node, c, 2, what).astype(np.int64).reshape(-1, 2)
-    if len(block) != 2 or pads.shape != (2, 2) or min(block) < 1 or (pads < 0).any():
-        raise ConversionError(f"node '{node.name}' ({node.op}): only 2-D spatial blocks are supported")
+    if len(block) not in (1, 2) or len(s[0]) != len(block) + 2 or pads.shape != (len(block), 2) \
+            or min(block) < 1 or (pads < 0).any():
+        raise ConversionError(f"node '{node.name}' ({node.op}): only 1-D and 2-D spatial blocks are supported")
     return block, pads
 
 
 def shape_space_to_batch(node: Any, s: list[Shape], c: list[Any]) -> Shape:
-    block, pads = _block_args(node, c, "paddings")
-    n, h, w, ch = s[0]
-    hp, wp = h + pads[0].sum(), w + pads[1].sum()
-    if hp % block[0] or wp % block[1]:
+    block, pads = _block_args(node, s, c, "paddings")
+    padded = [d + int(p.sum()) for d, p in zip(s[0][1:-1], pads)]
+    if any(d % b for d, b in zip(padded, block)):
         raise ConversionError(f"node '{node.name}' (SpaceToBatchND): padded size is not a multiple of the block")
-    return (n * block[0] * block[1], int(hp // block[0]), int(wp // block[1]), ch)
+    return (s[0][0] * int(np.prod(block)), *(d // b for d, b in zip(padded, block)), s[0][-1])
 
 
 def shape_batch_to_space(node: Any, s: list[Shape], c: list[Any]) -> Shape:
-    block, crops = _block_args(node, c, "crops")
-    n, h, w, ch = s[0]
-    if n % (block[0] * block[1]):
+    block, crops = _block_args(node, s, c, "crops")
+    n = int(np.prod(block))
+    if s[0][0] % n:
         raise ConversionError(f"node '{node.name}' (BatchToSpaceND): batch is not a multiple of the block")
-    return (n // (block[0] * block[1]), int(h * block[0] - crops[0].sum()), int(w * block[1] - crops[1].sum()), ch)
+    return (s[0][0] // n, *(d * b - int(p.sum()) for d, b, p in zip(s[0][1:-1], block, crops)), s[0][-1])
 
 
 def shape_transpose(node: Any, s: list[Shape], c: list[Any]) -> Shape:
@@ -437,7 +437,7 @@ TF_OPS: dict[str, TfOp] = {
     "MaxPool": TfOp("MAX_POOL_2D", shape_pool, lg.pool("MAX_POOL_2D")),
     "Mean": TfOp("MEAN", shape_mean, lg.mean),
     "Reshape": TfOp("RESHAPE", shape_reshape, lg.reshape),
-    "Transpose": TfOp("TRANSPOSE", shape_transpose, lg.int32_operands("TRANSPOSE", 1)),
+    "Transpose": TfOp("TRANSPOSE", shape_transpose, lg.transpose),
     "SpaceToBatchND": TfOp("SPACE_TO_BATCH_ND", shape_space_to_batch, lg.block_op("SPACE_TO_BATCH_ND")),
     "BatchToSpaceND": TfOp("BATCH_TO_SPACE_ND", shape_batch_to_space, lg.block_op("BATCH_TO_SPACE_ND")),
     "Squeeze": TfOp("SQUEEZE", shape_squeeze, lg.squeeze),

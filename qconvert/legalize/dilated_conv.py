@@ -4,6 +4,13 @@
         ──▶ BatchToSpaceND(·, block, crops)
     ⇒   Conv2D|DepthwiseConv2dNative(x, dilations=block, padding=SAME or VALID) [──▶ BiasAdd]
 
+A 1-D one (Keras Conv1D with dilation_rate) has its 2-D convolution between ExpandDims
+and Squeeze, and a one-element block:
+
+    SpaceToBatchND(x, [d], pads) ──▶ ExpandDims(·, 1) ──▶ Conv2D (VALID) ──▶ Squeeze(·, [1])
+        [──▶ BiasAdd] ──▶ BatchToSpaceND(·, [d], crops)
+    ⇒   ExpandDims(x, 1) ──▶ Conv2D(dilations=[1, 1, d, 1]) ──▶ Squeeze [──▶ BiasAdd]
+
 TensorFlow builds a dilated convolution this way when it runs it; its converter folds
 the pattern back into one dilated CONV_2D / DEPTHWISE_CONV_2D, and so do we. The
 padding is VALID when the block paddings are all zero, else SAME; the fold is only
@@ -28,13 +35,23 @@ def fold_dilated_conv(graph: Graph, ctx: Context) -> bool:
             continue
         mid = graph.producer(b2s.inputs[0])
         bias = None
-        if mid is not None and mid.op == "BiasAdd" and len(graph.consumers(mid.outputs[0])) == 1:
+        if mid is not None and mid.op == "BiasAdd" and _only_use(graph, mid):
             bias, mid = mid, graph.producer(mid.inputs[0])
+        squeeze = expand = None
+        if mid is not None and mid.op == "Squeeze" and _only_use(graph, mid) \
+                and [int(v) for v in mid.attrs.get("squeeze_dims", [])] in ([1], [-3]):
+            squeeze, mid = mid, graph.producer(mid.inputs[0])
         conv = mid
-        if conv is None or conv.op not in _CONVS or len(graph.consumers(conv.outputs[0])) != 1:
+        if conv is None or conv.op not in _CONVS or not _only_use(graph, conv):
             continue
         s2b = graph.producer(conv.inputs[0])
-        if s2b is None or s2b.op != "SpaceToBatchND" or len(graph.consumers(s2b.outputs[0])) != 1:
+        if squeeze is not None:
+            expand = s2b
+            axis = graph.const(expand.inputs[1]) if expand is not None and expand.op == "ExpandDims" else None
+            if axis is None or int(np.asarray(axis).reshape(-1)[0]) not in (1, -3) or not _only_use(graph, expand):
+                continue
+            s2b = graph.producer(expand.inputs[0])
+        if s2b is None or s2b.op != "SpaceToBatchND" or not _only_use(graph, s2b):
             continue
         block = graph.const(s2b.inputs[1])
         block2 = graph.const(b2s.inputs[1])
@@ -43,20 +60,30 @@ def fold_dilated_conv(graph: Graph, ctx: Context) -> bool:
             continue
         if conv.attrs.get("padding") != "VALID" or list(conv.attrs.get("strides", [1, 1, 1, 1])) != [1, 1, 1, 1]:
             continue
-        dh, dw = (int(v) for v in np.asarray(block).reshape(-1))
+        dilation = [int(v) for v in np.asarray(block).reshape(-1)]
+        if len(dilation) != (1 if squeeze is not None else 2):
+            continue
+        dh, dw = (1, dilation[0]) if squeeze is not None else dilation
         padding = "VALID" if not np.asarray(pads).any() else "SAME"
         x = s2b.inputs[0]
-        xs = graph.tensors[x].shape
+        xs = list(graph.tensors[x].shape)
         ws = graph.tensors[conv.inputs[1]].shape
         out = graph.tensors[b2s.outputs[0]].shape
-        expect = (_window_out(xs[1], ws[0], 1, dh, padding), _window_out(xs[2], ws[1], 1, dw, padding))
-        if tuple(out[1:3]) != expect:
+        spatial = [1, xs[1]] if squeeze is not None else xs[1:3]
+        expect = (_window_out(spatial[0], ws[0], 1, dh, padding), _window_out(spatial[1], ws[1], 1, dw, padding))
+        if tuple(out[1:-1]) != (expect if squeeze is None else expect[1:]):
             continue
-        conv.inputs[0] = x
         conv.attrs["dilations"] = [1, dh, dw, 1]
         conv.attrs["padding"] = padding
-        graph.tensors[conv.outputs[0]].shape = out
-        last = conv
+        if squeeze is None:
+            conv.inputs[0] = x
+            graph.tensors[conv.outputs[0]].shape = out
+        else:
+            expand.inputs[0] = x
+            graph.tensors[expand.outputs[0]].shape = [xs[0], 1, *xs[1:]]
+            graph.tensors[conv.outputs[0]].shape = [out[0], 1, *out[1:]]
+            graph.tensors[squeeze.outputs[0]].shape = out
+        last = squeeze or conv
         if bias is not None:
             graph.tensors[bias.outputs[0]].shape = out
             last = bias
@@ -65,3 +92,7 @@ def fold_dilated_conv(graph: Graph, ctx: Context) -> bool:
     graph.remove_nodes(dead)
     graph.prune()
     return bool(dead)
+
+
+def _only_use(graph: Graph, node) -> bool:  # type: ignore[no-untyped-def]
+    return len(graph.consumers(node.outputs[0])) == 1

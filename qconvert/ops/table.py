@@ -89,7 +89,7 @@ TABLE: dict[str, OpRow] = dict([
          operand_slots=(2, 1, 3), fuses_activation_only_with_bias=True, symmetric_weights=True, kernel=k.transpose_conv, requant=r.convolution,
          version=r.transpose_conv_version),
     _row("FULLY_CONNECTED", Rule.WEIGHTED, 4, fuses_activation=True, float_inputs=(0,),
-         kernel=k.fully_connected, requant=r.fully_connected, version=r.fully_connected_version),
+         kernel=k.fully_connected, folds=True, requant=r.fully_connected, version=r.fully_connected_version),
     _row("ADD", Rule.FREE, 2, fuses_activation=True, bias_sign=1, neutral=(0.0, (0, 1)), in_place=True,
          kernel=k.binary(lambda a, b: a + b), folds=True, requant=r.add_sub, arith="add"),
     _row("SUB", Rule.FREE, 2, fuses_activation=True, bias_sign=-1, neutral=(0.0, (1,)), in_place=True,

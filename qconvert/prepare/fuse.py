@@ -14,6 +14,9 @@
    (see fuse_reshapes_into_fully_connected), first of all, so the bias and ReLU fuse after it.
 6. ``PAD(x) ──▶ CONV_2D | DEPTHWISE_CONV_2D (VALID)`` ⇒ the op ``(SAME)`` on x, when the zero
    padding is exactly SAME's (see fuse_pad_into_conv).
+7. ``RESHAPE ──▶ ADD|SUB|MUL|DIV(·, c)`` ⇒ the op before the RESHAPE, when c broadcasts the same
+   on both shapes (see move_binary_before_reshape), so a Conv1D's bias and BatchNorm fuse;
+   then chains of RESHAPEs merge (see merge_reshapes).
 
 Both happen before quantization, as in TensorFlow's converter: a FakeQuant between
 the two ops (a Q/DQ pair) blocks the fusion, since the range in between matters.
@@ -22,13 +25,13 @@ the two ops (a Q/DQ pair) blocks the fusion, since the range in between matters.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 
 from qconvert.ir import Graph, Node
 from qconvert.ir.passes import Context, Origin
-from qconvert.ir.qdq import dequantized_from, insert_qdq_on_edge, is_dequantize, is_quantize
+from qconvert.ir.qdq import dequantized_from, insert_qdq_on_edge, is_dequantize, is_quantize, params_in
 from qconvert.ops import HARD_SWISH_GATE, PRELU_GATE, OpRow, Rule, row
 from qconvert.ops.windows import window_padding
 
@@ -111,8 +114,17 @@ def fold_mul_into_weights(graph: Graph, ctx: Context) -> bool:
         if w is None:
             continue
         params = graph.tensors[pair[0].outputs[0]].quant if pair is not None else None
-        if params is not None and op_row.weight_axis is None and m.size > 1 and len(set(m.tolist())) > 1:
-            params = None  # per-tensor weights cannot carry per-channel factors: re-derive from values
+        per_channel = op_row.weight_axis is not None
+        if params is not None and not per_channel and m.size > 1 and len(set(m.tolist())) > 1:
+            # A BatchNorm after a Dense with a per-tensor FakeQuant (tfmot): the folded weights
+            # are the FakeQuant's integers at one scale per output channel. TensorFlow leaves
+            # this FULLY_CONNECTED in float32; we write it per channel, exact, and keep the
+            # activation after it separate as TensorFlow's float one is (error against the
+            # training graph: see tests/e2e/test_tfmot.py).
+            per_channel = True
+            ctx.note(f"{node.op} '{node.name}': the BatchNorm after it makes its weights per-channel "
+                     f"(FakeQuant scale × BatchNorm scale); written per-channel int8, which TensorFlow "
+                     f"leaves float32")
         shape = [1] * w.ndim
         shape[axis] = channels
         folded = graph.add_const(f"{source}/folded", w.astype(np.float32, copy=False) * m.reshape(shape).astype(np.float32, copy=False))
@@ -121,7 +133,7 @@ def fold_mul_into_weights(graph: Graph, ctx: Context) -> bool:
             scales = np.broadcast_to(np.asarray(params.scale, np.float64), (channels,))
             zps = np.broadcast_to(np.asarray(params.zero_point, np.int64), (channels,))
             new = replace(params, scale=tuple((scales * np.abs(m.astype(np.float64))).tolist()),
-                          zero_point=tuple(int(z) for z in zps), axis=axis if op_row.weight_axis is not None else None)
+                          zero_point=tuple(int(z) for z in zps), axis=axis if per_channel else None)
             if new.axis is None:
                 new = replace(new, scale=new.scale[:1], zero_point=new.zero_point[:1])
             insert_qdq_on_edge(graph, node, ws, new, Origin.WEIGHT)
@@ -157,11 +169,24 @@ def _fuse_following_bias(graph: Graph, node: Node, dead: list[Node]) -> bool:
     return True
 
 
+def _per_channel_fully_connected(graph: Graph, node: Node) -> bool:
+    """A FULLY_CONNECTED given per-channel weights by fold_mul_into_weights: TensorFlow leaves it
+    float32 with its activation a separate op, and we keep the activation apart too."""
+    r = row(node.op)
+    if r is None or r.rule is not Rule.WEIGHTED or r.weight_axis is not None:
+        return False
+    w = node.inputs[r.operand_slots[1]]
+    seen = params_in(graph, w)
+    params = seen[0] if seen is not None else graph.tensors[w].quant
+    return params is not None and params.axis is not None
+
+
 def fuse_activation(graph: Graph, ctx: Context) -> bool:
     dead = []
     for node in graph:
         r = row(node.op)
-        if r is None or not r.fuses_activation or node.attrs.get("fused_activation_function") != "NONE":
+        if r is None or not r.fuses_activation or node.attrs.get("fused_activation_function") != "NONE" \
+                or _per_channel_fully_connected(graph, node):
             continue
         if (r.fuses_activation_only_with_bias and r.operand_slots[2] >= len(node.inputs)
                 and getattr(ctx.options, "calibration", None) is not None):
@@ -433,3 +458,72 @@ def fuse_pad_into_conv(graph: Graph, ctx: Context) -> bool:
     graph.remove_nodes(dead)
     graph.prune()
     return bool(dead)
+
+
+_MOVES_BEFORE_RESHAPE = ("ADD", "SUB", "MUL", "DIV")
+
+
+def _is_tail(tail: Sequence[int], full: Sequence[int]) -> bool:
+    return len(tail) <= len(full) and tuple(tail) == tuple(full[len(full) - len(tail):])
+
+
+def move_binary_before_reshape(graph: Graph, ctx: Context) -> bool:
+    """``RESHAPE(x) ──▶ ADD|SUB|MUL|DIV(·, c)`` ⇒ ``ADD|SUB|MUL|DIV(x, c) ──▶ RESHAPE``, when the
+    constant's shape is a tail of both shapes and the reshape's output shape a tail of its
+    input's (ranks ≤ 4, the RESHAPE read only by that op): TensorFlow's
+    MoveBinaryOperatorBeforeReshape. A Keras Conv1D's bias (and a BatchNorm after it) follows
+    the Squeeze of the 2-D convolution it is written as; moved before it, it fuses into the
+    convolution (measured on TF 2.21: Conv1D + bias + BatchNorm is RESHAPE, CONV_2D, RESHAPE)."""
+    moved = False
+    for binary in list(graph):
+        if binary.op not in _MOVES_BEFORE_RESHAPE or binary.attrs.get("fused_activation_function", "NONE") != "NONE":
+            continue
+        reshape = graph.producer(binary.inputs[0])
+        c = graph.const(binary.inputs[1])
+        if reshape is None or c is None or not (row(reshape.op) and row(reshape.op).reshapes) \
+                or len(graph.consumers(reshape.outputs[0])) != 1 or reshape.outputs[0] in graph.outputs:
+            continue
+        x, mid = reshape.inputs[0], reshape.outputs[0]
+        x_shape, mid_shape = graph.tensors[x].shape, graph.tensors[mid].shape
+        if x_shape is None or mid_shape is None or graph.tensors[x].dtype != c.dtype.name \
+                or max(len(x_shape), len(mid_shape), c.ndim) > 4 \
+                or not (_is_tail(c.shape, mid_shape) and _is_tail(mid_shape, x_shape) and _is_tail(c.shape, x_shape)):
+            continue
+        out = binary.outputs[0]
+        binary.inputs[0] = x
+        binary.outputs = [mid]
+        graph.tensors[mid].shape = tuple(x_shape)
+        reshape.inputs[0] = mid
+        reshape.outputs = [out]
+        graph.move_after(reshape, binary)
+        moved = True
+    return moved
+
+
+def _is_reshape(node: Node) -> bool:
+    """A shape-only op whose target is its operand 1 (RESHAPE; not SQUEEZE, whose dims index its input)."""
+    r = row(node.op)
+    return r is not None and r.reshapes and len(node.inputs) == 2
+
+
+def merge_reshapes(graph: Graph, ctx: Context) -> bool:
+    """``RESHAPE(RESHAPE(x))`` ⇒ ``RESHAPE(x)``; a RESHAPE that keeps its input's shape goes
+    (TensorFlow's canonicalization: a Conv1D's Squeeze and the next Conv1D's ExpandDims are
+    one RESHAPE in its file)."""
+    changed = False
+    dead = []
+    for node in graph:
+        r = row(node.op)
+        if r is None or not r.reshapes:
+            continue
+        inner = graph.producer(node.inputs[0])
+        if inner is not None and _is_reshape(inner) and _is_reshape(node):
+            node.inputs[0] = inner.inputs[0]
+            changed = True
+        x, y = node.inputs[0], node.outputs[0]
+        if y not in graph.outputs and graph.tensors[x].shape == graph.tensors[y].shape:
+            graph.replace_all_uses(y, x)
+            dead.append(node)
+    graph.remove_nodes(dead)
+    graph.prune()
+    return changed or bool(dead)

@@ -216,11 +216,24 @@ def _same_scale(graph: Graph, node: Node, ctx: Context) -> Touched | None:
                 insert_qdq_after(graph, name, chosen, Origin.PROPAGATED)
         elif not state[0].same_as(chosen):
             insert_qdq_on_edge(graph, node, slot, chosen, Origin.REQUANTIZE)
-    if result is None:
-        touched += graph.consumers(out)
     if result is None or not result[0].same_as(chosen):
+        # readers retry (an affine one waiting for its input's parameters; TensorFlow's driver
+        # does not revisit them after a requantize and leaves them in float32)
+        touched += _readers(graph, out)
         insert_qdq_after(graph, out, chosen, Origin.PROPAGATED)
     return touched
+
+
+def _readers(graph: Graph, tensor: str) -> Touched:
+    """The ops reading ``tensor``, directly or through the Q → DQ pairs on it."""
+    out: Touched = []
+    for node in graph.consumers(tensor):
+        if origin_of(node) is None:
+            out.append(node)
+            continue
+        for dq in graph.consumers(node.outputs[0]):
+            out += graph.consumers(dq.outputs[0])
+    return out
 
 
 def _free(graph: Graph, node: Node, ctx: Context) -> Touched | None:
@@ -265,3 +278,39 @@ def propagate_quant_params(graph: Graph, ctx: Context) -> bool:
         done.add(id(node))
         work.extend(n for n in touched if handler(n) is not None)
     return len(graph.tensors) != before  # every added Q/DQ pair adds tensors
+
+
+def bypass_requantize_for_weighted(graph: Graph, ctx: Context) -> bool:
+    """``x ─Q(a)→DQ─▶ Q(b)→DQ ─▶ conv`` ⇒ ``x ─Q(a)→DQ─▶ conv`` when ``b`` was only propagated
+    there (not a FakeQuant's, not calibrated), and the conv's bias takes input ``a`` × weight.
+
+    The case: a max pool read by an average pool whose FakeQuant range differs and by
+    convolutions (InceptionV3's mixed blocks). The average pool needs its own range on its
+    input, so the driver requantizes the pool's output to it, and every reader of that value
+    then sees the requantized copy. TensorFlow's driver does the same and leaves those
+    convolutions in float32 (measured on TF 2.21, tfmot InceptionV3: 3 convolutions and a
+    DEQUANTIZE): their bias was given the requantized scale, their input is not. The training
+    graph has no FakeQuant there: the convolutions read the pool's own values. So an affine
+    reader reads them at ``a``, int8, without the second rounding."""
+    changed = False
+    for node in list(graph.nodes):
+        r = row(node.op)
+        if r is None or r.rule is not Rule.WEIGHTED:
+            continue
+        xs, _, bs = r.operand_slots
+        pair = dequantized_from(graph, node.inputs[xs])
+        if pair is None or origin_of(pair[0]) not in (Origin.PROPAGATED, Origin.REQUANTIZE):
+            continue
+        upstream = params_in(graph, pair[0].inputs[0])
+        if upstream is None or bs >= len(node.inputs):
+            continue
+        bias_pair = dequantized_from(graph, node.inputs[bs])
+        if bias_pair is None or origin_of(bias_pair[0]) is not Origin.BIAS:
+            continue
+        node.inputs[xs] = pair[0].inputs[0]
+        node.inputs[bs] = bias_pair[0].inputs[0]
+        _weighted(graph, node, ctx)
+        changed = True
+    if changed:
+        graph.prune()
+    return changed

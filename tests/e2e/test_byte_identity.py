@@ -8,7 +8,10 @@ recorded one (rebuilt by another TensorFlow or CPU) cannot be compared and is sk
 
 An intended change of output re-records only the entries it changes, after the corpus tests
 have checked those models against TensorFlow (issue 16: PAD folded into SAME convolutions
-changed 5 entries: pad_squeeze_reshape QAT and PTQ, tfmot mobilenet_v1 and v2, v_pad_sym).
+changed 5 entries: pad_squeeze_reshape QAT and PTQ, tfmot mobilenet_v1 and v2, v_pad_sym;
+a Squeeze written as RESHAPE, RESHAPE chains merged and a TRANSPOSE of unit dimensions written
+as RESHAPE, as TensorFlow writes them, changed 4: pad_squeeze_reshape QAT and PTQ, v_mean_keep,
+v_transpose_ops).
 """
 
 from __future__ import annotations

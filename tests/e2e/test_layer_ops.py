@@ -244,6 +244,18 @@ def _concat_after_pool(x, fq):  # type: ignore[no-untyped-def]
     return fq(tf.concat([p, c], axis=3), -2.0, 2.0)
 
 
+def _pool_branches(x, fq):  # type: ignore[no-untyped-def]
+    # InceptionV3's mixed block: a max pool (no FakeQuant) read by a convolution and by an
+    # average pool with its own range; the convolution reads the pool's values, not the copy
+    # requantized for the average pool (TensorFlow leaves it float32 there)
+    h = fq(tf.nn.relu(tf.nn.conv2d(x, _weights(fq), [1, 1, 1, 1], "SAME")), 0.0, 2.0)
+    p = tf.nn.max_pool2d(h, 2, 1, "SAME")
+    a = fq(tf.nn.avg_pool2d(p, 3, 1, "SAME"), 0.0, 2.2)  # wider than the pool: no clamp before it
+    w = np.random.default_rng(13).normal(0, 0.5, (1, 1, 8, 4)).astype(np.float32)
+    c = fq(tf.nn.relu(tf.nn.conv2d(p, _fq_weight(fq, w), [1, 1, 1, 1], "SAME")), 0.0, 2.5)
+    return fq(tf.concat([a, c], axis=3), 0.0, 2.5)
+
+
 def _zero_pad_conv(pads, stride, depthwise=False):  # type: ignore[no-untyped-def]
     # ZeroPadding2D before a VALID convolution: TensorFlow folds the PAD when it is SAME's padding
     def build(x, fq):  # type: ignore[no-untyped-def]
@@ -355,6 +367,7 @@ BUILDERS: dict[str, Callable] = {"upsampling_nearest": _upsampling_nearest,
                                  "resize_bilinear_down": _resize_bilinear_down, "pack": _pack, "space_to_depth": _space_to_depth, "depth_to_space": _depth_to_space,
                                  "gather": _gather, "arg_max": _arg_max, "dense_3d": _dense_3d, "normalization": _normalization, "dense_4d": _dense_4d, "split": _split, "split_constant": _split_constant, "split_v": _split_v, "unpack": _unpack,
                                  "pack_two_ranges": _pack_two_ranges, "concat_after_pool": _concat_after_pool,
+                                 "pool_branches": _pool_branches,
                                  "zero_pad_conv_same": _zero_pad_conv((1, 1), 1),
                                  "zero_pad_conv_stride2_kept": _zero_pad_conv((1, 1), 2),
                                  "zero_pad_depthwise_stride2": _zero_pad_conv((0, 1), 2, depthwise=True),
@@ -373,7 +386,8 @@ OPTIMIZED_ORACLE = {"reduce_sum", "depth_to_space"}
 # and leaves PRELU in float32 when its alpha has a FakeQuant (measured: DEQUANTIZE, PRELU, QUANTIZE)
 # and a TRANSPOSE_CONV without bias before a RELU (it fuses no activation into it, so its output has no
 # range; after calibration it writes TRANSPOSE_CONV and RELU, both int8, which the PTQ test compares)
-TF_LEAVES_FLOAT = {"real_div_folds", "prelu_quantized_alpha", "conv2d_transpose_no_bias_relu"}
+# and a convolution reading a max pool whose value is requantized for an average pool (pool_branches)
+TF_LEAVES_FLOAT = {"real_div_folds", "prelu_quantized_alpha", "conv2d_transpose_no_bias_relu", "pool_branches"}
 # TensorFlow 2.21 leaves UNPACK in float32 in about half of its runs on the same graph and
 # quantizes it in the others (measured: 2 of 4 runs): whichever it did is the comparison
 TF_SOMETIMES_FLOAT = {"unpack"}
