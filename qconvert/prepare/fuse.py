@@ -14,7 +14,7 @@
    (see fuse_reshapes_into_fully_connected), first of all, so the bias and ReLU fuse after it.
 6. ``PAD(x) ──▶ CONV_2D | DEPTHWISE_CONV_2D (VALID)`` ⇒ the op ``(SAME)`` on x, when the zero
    padding is exactly SAME's (see fuse_pad_into_conv).
-7. ``RESHAPE ──▶ ADD|SUB|MUL|DIV(·, c)`` ⇒ the op before the RESHAPE, when c broadcasts the same
+7. ``RESHAPE ──▶ ADD|SUB|MUL(·, c)`` ⇒ the op before the RESHAPE, when c broadcasts the same
    on both shapes (see move_binary_before_reshape), so a Conv1D's bias and BatchNorm fuse;
    then chains of RESHAPEs merge (see merge_reshapes).
 
@@ -31,9 +31,14 @@ import numpy as np
 
 from qconvert.ir import Graph, Node
 from qconvert.ir.passes import Context, Origin
-from qconvert.ir.qdq import dequantized_from, insert_qdq_on_edge, is_dequantize, is_quantize, params_in
+from qconvert.ir.qdq import dequantized_from, insert_qdq_on_edge, is_dequantize, is_quantize
 from qconvert.ops import HARD_SWISH_GATE, PRELU_GATE, OpRow, Rule, row
 from qconvert.ops.windows import window_padding
+
+
+# A private node attribute (not written to the file): fuse_activation leaves this op's activation
+# a separate op, before and after quantization (set by fold_mul_into_weights, see there).
+ACTIVATION_APART = "_activation_apart"
 
 
 def _sole_reader(graph: Graph, node: Node) -> Node | None:
@@ -122,6 +127,7 @@ def fold_mul_into_weights(graph: Graph, ctx: Context) -> bool:
             # activation after it separate as TensorFlow's float one is (error against the
             # training graph: see tests/e2e/test_tfmot.py).
             per_channel = True
+            node.attrs[ACTIVATION_APART] = True
             ctx.note(f"{node.op} '{node.name}': the BatchNorm after it makes its weights per-channel "
                      f"(FakeQuant scale × BatchNorm scale); written per-channel int8, which TensorFlow "
                      f"leaves float32")
@@ -169,24 +175,12 @@ def _fuse_following_bias(graph: Graph, node: Node, dead: list[Node]) -> bool:
     return True
 
 
-def _per_channel_fully_connected(graph: Graph, node: Node) -> bool:
-    """A FULLY_CONNECTED given per-channel weights by fold_mul_into_weights: TensorFlow leaves it
-    float32 with its activation a separate op, and we keep the activation apart too."""
-    r = row(node.op)
-    if r is None or r.rule is not Rule.WEIGHTED or r.weight_axis is not None:
-        return False
-    w = node.inputs[r.operand_slots[1]]
-    seen = params_in(graph, w)
-    params = seen[0] if seen is not None else graph.tensors[w].quant
-    return params is not None and params.axis is not None
-
-
 def fuse_activation(graph: Graph, ctx: Context) -> bool:
     dead = []
     for node in graph:
         r = row(node.op)
         if r is None or not r.fuses_activation or node.attrs.get("fused_activation_function") != "NONE" \
-                or _per_channel_fully_connected(graph, node):
+                or node.attrs.get(ACTIVATION_APART):
             continue
         if (r.fuses_activation_only_with_bias and r.operand_slots[2] >= len(node.inputs)
                 and getattr(ctx.options, "calibration", None) is not None):
@@ -460,15 +454,12 @@ def fuse_pad_into_conv(graph: Graph, ctx: Context) -> bool:
     return bool(dead)
 
 
-_MOVES_BEFORE_RESHAPE = ("ADD", "SUB", "MUL", "DIV")
-
-
 def _is_tail(tail: Sequence[int], full: Sequence[int]) -> bool:
     return len(tail) <= len(full) and tuple(tail) == tuple(full[len(full) - len(tail):])
 
 
 def move_binary_before_reshape(graph: Graph, ctx: Context) -> bool:
-    """``RESHAPE(x) ──▶ ADD|SUB|MUL|DIV(·, c)`` ⇒ ``ADD|SUB|MUL|DIV(x, c) ──▶ RESHAPE``, when the
+    """``RESHAPE(x) ──▶ ADD|SUB|MUL(·, c)`` ⇒ ``ADD|SUB|MUL(x, c) ──▶ RESHAPE``, when the
     constant's shape is a tail of both shapes and the reshape's output shape a tail of its
     input's (ranks ≤ 4, the RESHAPE read only by that op): TensorFlow's
     MoveBinaryOperatorBeforeReshape. A Keras Conv1D's bias (and a BatchNorm after it) follows
@@ -476,7 +467,8 @@ def move_binary_before_reshape(graph: Graph, ctx: Context) -> bool:
     convolution (measured on TF 2.21: Conv1D + bias + BatchNorm is RESHAPE, CONV_2D, RESHAPE)."""
     moved = False
     for binary in list(graph):
-        if binary.op not in _MOVES_BEFORE_RESHAPE or binary.attrs.get("fused_activation_function", "NONE") != "NONE":
+        r = row(binary.op)
+        if r is None or r.arith is None or binary.attrs.get("fused_activation_function", "NONE") != "NONE":
             continue
         reshape = graph.producer(binary.inputs[0])
         c = graph.const(binary.inputs[1])
