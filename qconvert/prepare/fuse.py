@@ -35,7 +35,6 @@ from qconvert.ir.qdq import dequantized_from, insert_qdq_on_edge, is_dequantize,
 from qconvert.ops import HARD_SWISH_GATE, PRELU_GATE, OpRow, Rule, row
 from qconvert.ops.windows import window_padding
 
-
 # A private node attribute (not written to the file): fuse_activation leaves this op's activation
 # a separate op, before and after quantization (set by fold_mul_into_weights, see there).
 ACTIVATION_APART = "_activation_apart"
