@@ -3,13 +3,12 @@ architecture, and how close is it to TensorFlow's converter on the same calibrat
 
     python bench/keras_apps_ptq.py [NAME ...] [--size 32] [--samples 8]
 
-Models are built with ``weights=None``, without the classifier (global average pooling is
-the output), from a fixed seed, and are NOT trained (issue 16 asks for
-briefly trained ones; an untrained deep network has collapsed activations, so the
-"bit-exact" column here is an upper bound on agreement, and the convert column is what it
-measures well). For each: qconvert's result (or its one-line error), TensorFlow's, the share
-of int8 outputs equal to TensorFlow's in LiteRT REF, the largest difference in LSB, and the
-conversion times (median of 1 run each; TensorFlow includes its own graph import).
+Models come from ``tests/fixtures/keras_apps.py``: ``weights=None``, without the classifier
+(global average pooling is the output), from a fixed seed, trained briefly (BatchNorm
+statistics from a batch) unless ``--untrained``. For each: qconvert's result (or its one-line
+error), TensorFlow's, the share of int8 outputs equal to TensorFlow's in LiteRT REF, the largest
+difference in LSB, and the conversion times (median of 1 run each; TensorFlow includes its own
+graph import).
 """
 
 from __future__ import annotations
@@ -25,45 +24,16 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "fixtures"))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-APPS = {  # name: (constructor, minimum input size)
-    "MobileNet": ("MobileNet", 32), "MobileNetV2": ("MobileNetV2", 32),
-    "MobileNetV3Small": ("MobileNetV3Small", 32), "MobileNetV3Large": ("MobileNetV3Large", 32),
-    "EfficientNetB0": ("EfficientNetB0", 32), "ResNet50": ("ResNet50", 32), "ResNet50V2": ("ResNet50V2", 32),
-    "DenseNet121": ("DenseNet121", 32), "Xception": ("Xception", 71), "InceptionV3": ("InceptionV3", 75),
-    "NASNetMobile": ("NASNetMobile", 32), "VGG16": ("VGG16", 32), "EfficientNetV2B0": ("EfficientNetV2B0", 32),
-    "ConvNeXtTiny": ("ConvNeXtTiny", 32), "RegNetX002": ("RegNetX002", 32), "InceptionResNetV2": ("InceptionResNetV2", 75),
-}
-
-
-def build(name: str, size: int) -> tuple[bytes, list[int]]:
-    import tensorflow as tf
-    import tf_keras as keras
-    from tensorflow.python.framework.convert_to_constants import (
-        convert_variables_to_constants_v2,
-    )
-
-    keras.backend.clear_session()
-    keras.utils.set_random_seed(0)
-    ctor, minimum = APPS[name]
-    side = max(size, minimum)
-    shape = [1, side, side, 3]
-    with_preprocessing = ("MobileNetV3", "EfficientNetV2", "ConvNeXt", "RegNet")  # a Rescaling layer to skip
-    kwargs = {"include_preprocessing": False} if name.startswith(with_preprocessing) else {}
-    # no classifier: an untrained network's logits collapse (~1e-6), too small a scale for SOFTMAX
-    model = getattr(keras.applications, ctor)(weights=None, input_shape=tuple(shape[1:]), include_top=False,
-                                              pooling="avg", **kwargs)
-    fn = tf.function(lambda x: model(x, training=False))
-    frozen = convert_variables_to_constants_v2(fn.get_concrete_function(tf.TensorSpec(shape, tf.float32, name="input")))
-    return frozen.graph.as_graph_def().SerializeToString(), shape
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("names", nargs="*", default=list(APPS))
+    import keras_apps
+    import oracle
+
+    ap.add_argument("names", nargs="*", default=list(keras_apps.APPS))
     ap.add_argument("--size", type=int, default=32)
     ap.add_argument("--samples", type=int, default=8)
+    ap.add_argument("--untrained", action="store_true", help="skip keras_apps.train_briefly")
     args = ap.parse_args()
-    import oracle
 
     from qconvert.api import convert_graph
     from qconvert.errors import ConversionError
@@ -71,7 +41,7 @@ def main() -> None:
     print(f"{'model':18} {'qconvert':>9} {'TF':>4} {'equal':>7} {'max LSB':>7} {'ours s':>7} {'TF s':>6}  note")
     counts = {"converts": 0, "tf": 0, "exact": 0}
     for name in args.names:
-        pb, shape = build(name, args.size)
+        pb, shape = keras_apps.build(name, args.size, trained=not args.untrained)
         samples = {"input": np.random.default_rng(1).uniform(-1, 1, (args.samples, *shape[1:])).astype(np.float32)}
         t0 = time.perf_counter()
         try:

@@ -6,11 +6,14 @@ reproduces them on every model (numpy: 6 of VGG16's 20 ranges; ai-edge-litert's 
 20 of 20 on VGG16, 15 of 74 on ResNet50). So the comparison here gives qconvert
 TensorFlow's recorded ranges (``oracle.use_tensorflows_statistics``) and checks everything
 after the recording: which ranges are kept, every scale and zero point, every int8 weight
-and int32 bias, and every output byte in LiteRT REF.
+and int32 bias, and every output byte in LiteRT REF. BatchNorm is folded with TensorFlow's
+rsqrt for the same reason (``oracle.use_tensorflows_rsqrt``).
 
 Models: ``include_top=False`` with global average pooling, ``weights=None`` from a fixed
-seed, at the smallest input each accepts (32 px), calibrated on 8 samples. Each takes 30 s
-to 60 s (build, TensorFlow's two conversions, ours).
+seed, trained briefly (``keras_apps.train_briefly``: two SGD steps, then BatchNorm statistics from a
+batch, so activations keep a realistic scale through the depth), at the smallest input each
+accepts (32 px), calibrated on 8 samples. Each takes 30 s to 60 s (build, TensorFlow's two
+conversions, ours).
 """
 
 from __future__ import annotations
@@ -29,31 +32,19 @@ keras = pytest.importorskip("tf_keras", reason="keras.applications comes from tf
 ARCHITECTURES = ["VGG16", "ResNet50", "DenseNet121", "ResNet50V2", "MobileNetV3Small", "RegNetX002", "ConvNeXtTiny"]
 
 
-def _build(name: str) -> tuple[bytes, list[int]]:
-    from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
-
-    keras.backend.clear_session()
-    keras.utils.set_random_seed(0)
-    shape = [1, 32, 32, 3]
-    kwargs = {"include_preprocessing": False} if name.startswith(("MobileNetV3", "RegNet", "ConvNeXt")) else {}
-    model = getattr(keras.applications, name)(weights=None, input_shape=tuple(shape[1:]), include_top=False,
-                                              pooling="avg", **kwargs)
-    fn = tf.function(lambda x: model(x, training=False))
-    frozen = convert_variables_to_constants_v2(fn.get_concrete_function(tf.TensorSpec(shape, tf.float32, name="input")))
-    return frozen.graph.as_graph_def().SerializeToString(), shape
-
-
 @pytest.mark.parametrize("name", ARCHITECTURES)
 def test_bit_exact_with_tensorflows_ptq_given_its_ranges(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import keras_apps
     import oracle
 
     from qconvert.api import convert_graph
 
-    pb, shape = _build(name)
+    pb, shape = keras_apps.build(name)
     samples = {"input": np.random.default_rng(1).uniform(-1, 1, (8, *shape[1:])).astype(np.float32)}
     model = oracle.FloatGraph(pb, ["input"], ["Identity"], {"input": shape})
     theirs = oracle.tf_ptq_convert(model, samples)
     stats, calibrated = oracle.tf_calibration_statistics(model, samples)
+    oracle.use_tensorflows_rsqrt(monkeypatch)  # BatchNorm folding: TF's CPU rsqrt (README, "Where we differ")
     unpaired = oracle.use_tensorflows_statistics(monkeypatch, stats, calibrated, samples)
     assert not unpaired, f"tensors with no TensorFlow range: {unpaired[:5]}"
     ours = convert_graph(pb, inputs=["input"], outputs=["Identity"], calibration_data=samples).model
