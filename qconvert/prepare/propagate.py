@@ -121,7 +121,7 @@ def _zero_channels(w: np.ndarray, params: QuantParams) -> list[bool]:
     if params.axis is None:
         return [not np.any(v)]
     moved = np.moveaxis(v, params.axis, 0).reshape(v.shape[params.axis], -1)
-    return [not np.any(row_) for row_ in moved]
+    return (~np.any(moved, axis=1)).tolist()
 
 
 BIAS_MAX = (2**31 - 1) // 2  # TensorFlow keeps |bias| / scale within INT32_MAX / 2 (room for the accumulator)
