@@ -38,6 +38,7 @@ from qconvert.legalize.tf_ops import legalize_ops
 from qconvert.prepare.check import check_quantizable
 from qconvert.prepare.default_ranges import apply_default_ranges
 from qconvert.prepare.fuse import (
+    fold_mul_into_following_weights,
     fold_mul_into_weights,
     fuse_activation,
     fuse_add_into_fully_connected,
@@ -46,6 +47,7 @@ from qconvert.prepare.fuse import (
     fuse_pad_into_conv,
     fuse_prelu,
     fuse_reshapes_into_fully_connected,
+    keep_reduced_dims,
     merge_reshapes,
     move_binary_before_reshape,
 )
@@ -83,11 +85,12 @@ STAGES: tuple[Stage, ...] = (
           (fold_dilated_conv, legalize_fake_quant, legalize_clamps, fuse_gelu, legalize_ops)),
     Stage("fold", "fold", "constants, FakeQuant on weights (TF's float32 kernel), weight layouts, identities",
           (fold_constants, hoist_layout, fold_constants, drop_fake_quant, remove_identity_arith)),
-    Stage("fuse", "prepare", "zero Pad into SAME convs; Dense on N-D; bias adds and BatchNorm into weights/bias; "
-          "ReLU/ReLU6/ReLU1 into the op; hard-swish; PReLU",
+    Stage("fuse", "prepare", "zero Pad into SAME convs; Dense on N-D; ops across RESHAPEs; bias adds, BatchNorm "
+          "and an input scale into weights/bias; ReLU/ReLU6/ReLU1 into the op; hard-swish; PReLU",
           (fuse_pad_into_conv, fuse_reshapes_into_fully_connected, move_binary_before_reshape,
-           merge_reshapes, fuse_add_into_fully_connected, fuse_bias_add,
-           fold_mul_into_weights, fuse_bias_add, fuse_activation, fuse_hard_swish, fuse_prelu)),
+           merge_reshapes, keep_reduced_dims, fuse_add_into_fully_connected, fuse_bias_add,
+           fold_mul_into_weights, fold_mul_into_following_weights, fuse_bias_add, fuse_activation, fuse_hard_swish,
+           fuse_prelu)),
     Stage("calibrate", "calibration", "float graphs: ranges from --calibration-data / --ranges-file",
           (calibrate,)),
     Stage("prepare", "prepare", "propagate parameters (bias = in×w, same-scale, fixed-output, requantize); "

@@ -298,7 +298,8 @@ def relu_n1_to_1(node: Any, x: np.ndarray) -> np.ndarray:
 
 
 def logistic(node: Any, x: np.ndarray) -> np.ndarray:
-    return (1 / (1 + np.exp(-x))).astype(np.float32)
+    with np.errstate(over="ignore"):  # exp(-x) → inf for x < -88: the result 0 is right
+        return (1 / (1 + np.exp(-x))).astype(np.float32)
 
 
 def tanh(node: Any, x: np.ndarray) -> np.ndarray:

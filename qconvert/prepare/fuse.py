@@ -16,7 +16,8 @@
    padding is exactly SAME's (see fuse_pad_into_conv).
 7. ``RESHAPE ──▶ ADD|SUB|MUL(·, c)`` ⇒ the op before the RESHAPE, when c broadcasts the same
    on both shapes (see move_binary_before_reshape), so a Conv1D's bias and BatchNorm fuse;
-   then chains of RESHAPEs merge (see merge_reshapes).
+   then chains of RESHAPEs merge (see merge_reshapes), and a reduction whose RESHAPE only puts
+   back the reduced dimensions keeps them (see keep_reduced_dims).
 
 Both happen before quantization, as in TensorFlow's converter: a FakeQuant between
 the two ops (a Q/DQ pair) blocks the fusion, since the range in between matters.
@@ -518,3 +519,76 @@ def merge_reshapes(graph: Graph, ctx: Context) -> bool:
     graph.remove_nodes(dead)
     graph.prune()
     return changed or bool(dead)
+
+
+def keep_reduced_dims(graph: Graph, ctx: Context) -> bool:
+    """``MEAN|SUM|REDUCE_MAX(x, axes, keep_dims=False) ──▶ RESHAPE`` back to the kept-dims shape ⇒
+    the reduction with ``keep_dims=True``; a MEAN that then keeps its input's shape (over 1×1)
+    goes. TensorFlow canonicalizes both (measured on EfficientNetB0 at 32 px, whose squeeze-and-
+    excite blocks are GlobalAveragePooling2D, Reshape: TF writes 12 MEAN and no RESHAPE where we
+    wrote 17 and 16)."""
+    dead = []
+    for node in graph:
+        if not _is_reshape(node):
+            continue
+        reduce = graph.producer(node.inputs[0])
+        if reduce is None or reduce.attrs.get("keep_dims") is not False or len(reduce.inputs) != 2 \
+                or len(graph.consumers(reduce.outputs[0])) != 1 or reduce.outputs[0] in graph.outputs:
+            continue
+        shape, axes = graph.tensors[reduce.inputs[0]].shape, graph.const(reduce.inputs[1])
+        if shape is None or axes is None:
+            continue
+        reduced = {int(a) % len(shape) for a in np.asarray(axes).reshape(-1)}
+        kept = tuple(1 if i in reduced else d for i, d in enumerate(shape))
+        if tuple(graph.tensors[node.outputs[0]].shape or ()) != kept:
+            continue
+        reduce.attrs["keep_dims"] = True
+        reduce.outputs = list(node.outputs)
+        dead.append(node)
+        r = row(reduce.op)
+        if r is not None and r.removable_if_same_shape and tuple(shape) == kept and node.outputs[0] not in graph.outputs:
+            graph.replace_all_uses(node.outputs[0], reduce.inputs[0])
+            dead.append(reduce)
+    graph.remove_nodes(dead)
+    graph.prune()
+    return bool(dead)
+
+
+def fold_mul_into_following_weights(graph: Graph, ctx: Context) -> bool:
+    """``MUL(x, c) ──▶ CONV_2D | DEPTHWISE_CONV_2D | FULLY_CONNECTED | TRANSPOSE_CONV(·, w)`` ⇒ the
+    op on ``x`` with ``w·c`` along its input channels, for a scalar ``c`` or one value per input
+    channel, when the op alone reads the product and its weights have no FakeQuant (TensorFlow's
+    FuseBinaryOpToFollowingAffineOp; a zero padding in between commutes with it, and the SAME
+    padding it became does too). Keras' Rescaling before a network's first convolution
+    (EfficientNet: measured on TF 2.21, no MUL before the stem CONV_2D, whose float32 weights are
+    w × 1/255 before the BatchNorm's factor)."""
+    dead = []
+    for mul in graph:
+        r = row(mul.op)
+        if r is None or r.arith != "mul" or mul.attrs.get("fused_activation_function", "NONE") != "NONE":
+            continue
+        slots = [i for i in (0, 1) if graph.is_const(mul.inputs[i])]
+        op = _sole_reader(graph, mul)
+        ro = row(op.op) if op is not None else None
+        if len(slots) != 1 or ro is None or ro.rule is not Rule.WEIGHTED:
+            continue
+        xs, ws, _ = ro.operand_slots
+        x, c = mul.inputs[1 - slots[0]], np.asarray(graph.const(mul.inputs[slots[0]]))
+        w = graph.const(op.inputs[ws])
+        shape = graph.tensors[x].shape
+        if op.inputs[xs] != mul.outputs[0] or w is None or c.dtype != np.float32 or shape is None \
+                or tuple(graph.tensors[mul.outputs[0]].shape or ()) != tuple(shape):
+            continue
+        channels = shape[-1]
+        if c.size == 1:
+            factor = np.full(w.shape[-1], c.reshape(-1)[0], np.float32)
+        elif c.size == channels and c.shape[-1] == channels and w.shape[-1] % channels == 0:
+            factor = np.repeat(c.reshape(-1), w.shape[-1] // channels)  # DEPTHWISE_CONV_2D: c·M + m
+        else:
+            continue
+        op.inputs[ws] = graph.add_const(f"{op.inputs[ws]}/scaled", w.astype(np.float32, copy=False) * factor)
+        op.inputs[xs] = x
+        dead.append(mul)
+    graph.remove_nodes(dead)
+    graph.prune()
+    return bool(dead)

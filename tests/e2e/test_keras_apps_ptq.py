@@ -29,7 +29,10 @@ keras = pytest.importorskip("tf_keras", reason="keras.applications comes from tf
 # MobileNetV3Small: ZeroPadding2D folded into SAME convolutions, hard-swish; RegNetX002: grouped
 # convolutions, which Keras writes as jit-compiled functions (PartitionedCall) that we inline;
 # ConvNeXtTiny: LayerNormalization (MEAN, SQUARED_DIFFERENCE, RSQRT, SUB) and GELU, Dense on 4-D
-ARCHITECTURES = ["VGG16", "ResNet50", "DenseNet121", "ResNet50V2", "MobileNetV3Small", "RegNetX002", "ConvNeXtTiny"]
+# EfficientNetB0: squeeze-and-excite (MEAN that keeps its dims, MEAN over 1x1 removed), the input
+# Rescaling folded into the stem convolution's weights after its BatchNorm factor
+ARCHITECTURES = ["VGG16", "ResNet50", "DenseNet121", "ResNet50V2", "MobileNetV3Small", "RegNetX002", "ConvNeXtTiny",
+                 "EfficientNetB0"]
 
 
 @pytest.mark.parametrize("name", ARCHITECTURES)
