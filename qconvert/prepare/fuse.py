@@ -546,7 +546,8 @@ def keep_reduced_dims(graph: Graph, ctx: Context) -> bool:
         reduce.outputs = list(node.outputs)
         dead.append(node)
         r = row(reduce.op)
-        if r is not None and r.removable_if_same_shape and tuple(shape) == kept and node.outputs[0] not in graph.outputs:
+        identity = r is not None and r.removable_if_same_shape and tuple(shape) == kept
+        if identity and node.outputs[0] not in graph.outputs:
             graph.replace_all_uses(node.outputs[0], reduce.inputs[0])
             dead.append(reduce)
     graph.remove_nodes(dead)
