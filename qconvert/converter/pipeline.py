@@ -19,6 +19,7 @@ from typing import Any, Mapping, Sequence, TextIO
 
 from qconvert.calibration.calibrate import calibrate
 from qconvert.errors import ConversionError, InvariantError
+from qconvert.fold.dedupe import dedupe_ops
 from qconvert.fold.drop_fake_quant import drop_fake_quant
 from qconvert.fold.fold_constants import fold_constants
 from qconvert.fold.hoist_layout import hoist_layout
@@ -83,8 +84,9 @@ STAGES: tuple[Stage, ...] = (
           (move_reshape_above_fake_quant, set_input_ranges)),
     Stage("legalize", "legalize", "TF ops → TFLite ops; FakeQuant* → QUANTIZE/DEQUANTIZE pairs; GELU",
           (fold_dilated_conv, legalize_fake_quant, legalize_clamps, fuse_gelu, legalize_ops)),
-    Stage("fold", "fold", "constants, FakeQuant on weights (TF's float32 kernel), weight layouts, identities",
-          (fold_constants, hoist_layout, fold_constants, drop_fake_quant, remove_identity_arith)),
+    Stage("fold", "fold", "constants, FakeQuant on weights (TF's float32 kernel), weight layouts, identities, "
+          "repeated ops", (fold_constants, hoist_layout, fold_constants, drop_fake_quant, remove_identity_arith,
+                           dedupe_ops)),
     Stage("fuse", "prepare", "zero Pad into SAME convs; Dense on N-D; ops across RESHAPEs; bias adds, BatchNorm "
           "and an input scale into weights/bias; ReLU/ReLU6/ReLU1 into the op; hard-swish; PReLU",
           (fuse_pad_into_conv, fuse_reshapes_into_fully_connected, move_binary_before_reshape,

@@ -436,3 +436,38 @@ def test_conv_weights_with_a_nonzero_zero_point_are_refused():
     with pytest.raises(ConversionError, match=r"zero point \[-1\].*narrow_range=True"):
         propagate_quant_params(g, ctx())
         check_quantizable(g, ctx())
+
+
+def test_dedupe_merges_the_same_op_on_the_same_operands_only() -> None:
+    from qconvert.fold.dedupe import dedupe_ops
+
+    g = graph_with_input((1, 4, 4, 2))
+    a = op(g, "RELU", ["x"], "a", (1, 4, 4, 2))
+    b = op(g, "RELU", ["x"], "b", (1, 4, 4, 2))  # the same as a
+    c = op(g, "MAX_POOL_2D", [a], "c", (1, 2, 2, 2), filter_height=2, filter_width=2, stride_h=2, stride_w=2)
+    d = op(g, "MAX_POOL_2D", [b], "d", (1, 2, 2, 2), filter_height=2, filter_width=2, stride_h=2, stride_w=2)
+    e = op(g, "MAX_POOL_2D", [a], "e", (1, 3, 3, 2), filter_height=2, filter_width=2, stride_h=1, stride_w=1)
+    qa = insert_qdq_after(g, c, per_tensor(0.1, 0), Origin.FAKE_QUANT)
+    g.outputs = [qa, d, e]  # d is a graph output: kept, though the same as c
+    assert dedupe_ops(g, ctx())
+    # b goes (d now reads a); d stays (an output); e has other attributes; c stays
+    assert sorted(n.outputs[0] for n in g.nodes if n.op in ("RELU", "MAX_POOL_2D")) == ["a", "c", "d", "e"]
+    assert next(n for n in g.nodes if n.outputs[0] == "d").inputs == ["a"]
+    assert not dedupe_ops(g, ctx())
+
+
+def test_dedupe_keeps_quantizes_with_other_parameters() -> None:
+    from qconvert.fold.dedupe import dedupe_ops
+
+    g = graph_with_input((1, 2))
+    one = insert_qdq_after(g, "x", per_tensor(0.1, 0), Origin.FAKE_QUANT)
+    q1 = g.producer(g.producer(one).inputs[0])
+    from qconvert.ir.qdq import add_qdq
+
+    _, _, two = add_qdq(g, "x", per_tensor(0.2, 0), Origin.FAKE_QUANT, after=q1)
+    _, _, three = add_qdq(g, "x", per_tensor(0.1, 0), Origin.FAKE_QUANT, after=q1)
+    y1, y2, y3 = (op(g, "RELU", [t], f"y{k}", (1, 2)) for k, t in enumerate((one, two, three)))
+    g.outputs = [y1, y2, y3]
+    assert dedupe_ops(g, ctx())
+    # the third pair repeats the first (same parameters): it goes; the 0.2 pair stays
+    assert sorted(g.tensors[n.outputs[0]].quant.scale[0] for n in g.nodes if n.op == "QUANTIZE") == [0.1, 0.2]
