@@ -33,7 +33,8 @@ def _frozen(value: Any) -> Any:
 
 
 def _key(graph: Graph, node: Node) -> tuple:
-    outs = tuple((graph.tensors[o].dtype, graph.tensors[o].shape, repr(graph.tensors[o].quant)) for o in node.outputs)
+    outs = tuple((graph.tensors[o].dtype, _frozen(graph.tensors[o].shape), repr(graph.tensors[o].quant))
+                 for o in node.outputs)
     return node.op, tuple(node.inputs), _frozen(node.attrs), outs
 
 

@@ -80,8 +80,8 @@ def fold_dilated_conv(graph: Graph, ctx: Context) -> bool:
             graph.tensors[conv.outputs[0]].shape = out
         else:
             expand.inputs[0] = x
-            graph.tensors[expand.outputs[0]].shape = [xs[0], 1, *xs[1:]]
-            graph.tensors[conv.outputs[0]].shape = [out[0], 1, *out[1:]]
+            graph.tensors[expand.outputs[0]].shape = (xs[0], 1, *xs[1:])
+            graph.tensors[conv.outputs[0]].shape = (out[0], 1, *out[1:])
             graph.tensors[squeeze.outputs[0]].shape = out
         last = squeeze or conv
         if bias is not None:
