@@ -90,7 +90,7 @@ STAGES: tuple[Stage, ...] = (
     Stage("fuse", "prepare", "zero Pad into SAME convs; Dense on N-D; ops across RESHAPEs; bias adds, BatchNorm "
           "and an input scale into weights/bias; ReLU/ReLU6/ReLU1 into the op; hard-swish; PReLU",
           (fuse_pad_into_conv, fuse_reshapes_into_fully_connected, move_binary_before_reshape,
-           merge_reshapes, keep_reduced_dims, fuse_add_into_fully_connected, fuse_bias_add,
+           merge_reshapes, keep_reduced_dims, remove_identity_arith, fuse_add_into_fully_connected, fuse_bias_add,
            fold_mul_into_weights, fold_mul_into_following_weights, fuse_bias_add, fuse_activation, fuse_hard_swish,
            fuse_prelu)),
     Stage("calibrate", "calibration", "float graphs: ranges from --calibration-data / --ranges-file",

@@ -171,8 +171,9 @@ def strided_slice(graph: Graph, node: Node) -> None:
     node.op = "STRIDED_SLICE"
 
 
-def expand_dims(graph: Graph, node: Node) -> None:
-    """ExpandDims on an activation is a RESHAPE to the output's shape, as TensorFlow writes it."""
+def as_reshape(graph: Graph, node: Node) -> None:
+    """A RESHAPE to the output's shape, as TensorFlow writes an ExpandDims on an activation and a
+    Transpose that moves only dimensions of size 1."""
     shape = graph.tensors[node.outputs[0]].shape
     node.inputs = [node.inputs[0], graph.add_const(f"{node.name}/shape", np.asarray(shape, np.int32))]
     node.attrs = {"new_shape": [int(d) for d in shape]}
@@ -193,7 +194,7 @@ def transpose(graph: Graph, node: Node) -> None:
     node.op = "TRANSPOSE"
     shape = graph.tensors[node.inputs[0]].shape
     if shape is not None and moves_only_unit_dims(shape, graph.const(node.inputs[1]).reshape(-1).tolist()):
-        expand_dims(graph, node)
+        as_reshape(graph, node)
 
 
 def neg(graph: Graph, node: Node) -> None:

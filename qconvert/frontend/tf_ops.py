@@ -430,7 +430,7 @@ TF_OPS: dict[str, TfOp] = {
     "Sum": TfOp("SUM", shape_mean, lg.reducer("SUM")),
     "Slice": TfOp("SLICE", shape_slice, lg.int32_operands("SLICE", 1, 2)),
     "StridedSlice": TfOp("STRIDED_SLICE", shape_strided_slice, lg.strided_slice),
-    "ExpandDims": TfOp("RESHAPE", shape_expand_dims, lg.expand_dims),
+    "ExpandDims": TfOp("RESHAPE", shape_expand_dims, lg.as_reshape),
     "Maximum": TfOp("MAXIMUM", shape_broadcast, lg.plain("MAXIMUM")),
     "Minimum": TfOp("MINIMUM", shape_broadcast, lg.plain("MINIMUM")),
     "AvgPool": TfOp("AVERAGE_POOL_2D", shape_pool, lg.pool("AVERAGE_POOL_2D")),

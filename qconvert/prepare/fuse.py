@@ -523,8 +523,9 @@ def merge_reshapes(graph: Graph, ctx: Context) -> bool:
 
 def keep_reduced_dims(graph: Graph, ctx: Context) -> bool:
     """``MEAN|SUM|REDUCE_MAX(x, axes, keep_dims=False) ──▶ RESHAPE`` back to the kept-dims shape ⇒
-    the reduction with ``keep_dims=True``; a MEAN that then keeps its input's shape (over 1×1)
-    goes. TensorFlow canonicalizes both (measured on EfficientNetB0 at 32 px, whose squeeze-and-
+    the reduction with ``keep_dims=True`` (a MEAN that then keeps its input's shape, over 1×1, is
+    removed by fold's remove_identity_arith, which the fuse stage runs after this). TensorFlow
+    canonicalizes both (measured on EfficientNetB0 at 32 px, whose squeeze-and-
     excite blocks are GlobalAveragePooling2D, Reshape: TF writes 12 MEAN and no RESHAPE where we
     wrote 17 and 16)."""
     dead = []
@@ -545,11 +546,6 @@ def keep_reduced_dims(graph: Graph, ctx: Context) -> bool:
         reduce.attrs["keep_dims"] = True
         reduce.outputs = list(node.outputs)
         dead.append(node)
-        r = row(reduce.op)
-        identity = r is not None and r.removable_if_same_shape and tuple(shape) == kept
-        if identity and node.outputs[0] not in graph.outputs:
-            graph.replace_all_uses(node.outputs[0], reduce.inputs[0])
-            dead.append(reduce)
     graph.remove_nodes(dead)
     graph.prune()
     return bool(dead)
