@@ -119,13 +119,27 @@ def cli() -> None:
               help="Images: the pixels minus --mean are divided by this.")
 @click.option("--ranges-file", "ranges_file", type=click.Path(path_type=str), metavar="FILE",
               help="JSON {tensor: [min, max]}: ranges by hand; they override calibration.")
+@click.option("--int4-storage", "int4_storage", type=click.Choice(["packed", "int8"]), default="packed",
+              show_default=True, help="4-bit QAT weights: packed INT4 (TensorFlow's; CONV_2D, DEPTHWISE_CONV_2D, "
+                                      "FULLY_CONNECTED) or int8 in [-7, 7] for runtimes without INT4 (Vela).")
+@click.option("--weights", "weights", type=click.Choice(["int8", "int4"]), default="int8", show_default=True,
+              help="Weights without FakeQuant (float graphs): int8, or int4 per channel for CONV_2D and "
+                   "FULLY_CONNECTED (INT4 tensors, scale max|w|/7; activations stay int8).")
+@click.option("--block-size", "block_size", type=click.Choice(["32", "64", "128", "256"]), default=None,
+              help="With --weights int4: FULLY_CONNECTED weights in blocks of N inputs with FLOAT16 scales, "
+                   "activations float (dynamic range; LiteRT's XNNPACK runs it).")
+@click.option("--low-bit-activations", "low_bit_activations", type=click.Choice(["error", "8bit"]),
+              default="error", show_default=True,
+              help="Activation FakeQuants under 8 bits: fail, or quantize their range at 8-bit resolution "
+                   "(a note per tensor).")
 @click.option("--debug", is_flag=True, help="Show a traceback on errors.")
 def convert(model: str, output: str | None, ranges: tuple[str, ...], shapes: tuple[str, ...],
             inputs: tuple[str, ...], outputs: tuple[str, ...], dump_after: tuple[str, ...], report: str | None,
             default_ranges: str | None, allow_float: bool, calibration_data: str | None,
             calibration_samples: int | None, calibration_batch: int, calibration_method: str, percentile: float,
             seed: int, image_size: str | None, mean: str, std: str,
-            ranges_file: str | None, debug: bool) -> None:
+            ranges_file: str | None, weights: str, block_size: str | None, int4_storage: str,
+            low_bit_activations: str, debug: bool) -> None:
     """Convert a frozen GraphDef MODEL.pb (QAT, or float with --calibration-data) to a fully-int8 TFLite model."""
     defaults = None
     if default_ranges is not None:
@@ -157,7 +171,9 @@ def convert(model: str, output: str | None, ranges: tuple[str, ...], shapes: tup
                                        calibration_batch=calibration_batch,
                                        calibration_method=calibration_method, percentile=percentile, seed=seed,
                                        image_size=size, mean=means, std=stds,
-                                       ranges_file=ranges_file,
+                                       ranges_file=ranges_file, int4_storage=int4_storage,
+                                       low_bit_activations=low_bit_activations, weights=weights,
+                                       block_size=int(block_size) if block_size else None,
                                        progress=_calibration_progress())
             write_atomic(target, result.model)
         except Exception as exc:

@@ -19,11 +19,12 @@ from qconvert import __version__
 from qconvert.calibration.calibrate import METHODS, Calibration
 from qconvert.calibration.data import as_samples, load_samples
 from qconvert.converter.pipeline import Options, run
-from qconvert.errors import ConversionError
+from qconvert.errors import ConversionError, UsageError
 from qconvert.frontend.graphdef import parse_graphdef, read_graphdef
 from qconvert.frontend.importer import import_graph
 from qconvert.frontend.tf_frozen import freeze, is_tf_model
 from qconvert.ir import Graph
+from qconvert.quantize_pass.blockwise import BLOCK_SIZES
 from qconvert.schema.requant_metadata import METADATA_NAME, encode
 from qconvert.schema.writer import write_model
 
@@ -57,13 +58,36 @@ def convert_graph(
     std: Sequence[float] | float = 1.0,
     ranges_file: str | os.PathLike | Mapping[str, Sequence[float]] | None = None,
     progress: Any = None,
+    int4_storage: str = "packed",
+    low_bit_activations: str = "error",
+    weights: str = "int8",
+    block_size: int | None = None,
 ) -> Result:
     """Convert a frozen GraphDef (bytes or path) and return the model bytes, the final IR and notes.
 
     Float graphs: ``calibration_data`` (a path, see :mod:`qconvert.calibration.data`, or a
     mapping of input name to an [N, ...] array) gives ranges to tensors without a FakeQuant;
     ``ranges_file`` (a JSON path or a mapping of tensor name to (min, max)) sets ranges by hand.
+    ``int4_storage``: 4-bit QAT weights as packed INT4 ("packed", TensorFlow's) or int8 ("int8");
+    ``low_bit_activations``: an activation FakeQuant under 8 bits is an "error", or taken at "8bit".
+    ``weights``: weights without FakeQuant (float graphs) as "int8", or "int4" per channel for
+    CONV_2D and FULLY_CONNECTED (INT4 tensors, scale max|w|/7; activations stay int8).
+    ``block_size`` (with ``weights="int4"``): FULLY_CONNECTED weights int4 in blocks of that many
+    inputs with FLOAT16 scales, everything else float (dynamic range; XNNPACK runs it).
     """
+    if weights not in ("int8", "int4"):
+        raise ConversionError(f"weights {weights!r}: choose 'int8' or 'int4'")
+    if block_size is not None:
+        if weights != "int4" or block_size not in BLOCK_SIZES:
+            raise UsageError(f"--block-size {block_size}: blockwise weights are int4 (--weights int4) in blocks of "
+                             f"{', '.join(map(str, BLOCK_SIZES))}")
+        if calibration_data is not None or ranges_file is not None:
+            raise UsageError("--block-size keeps activations float (dynamic range): drop --calibration-data and "
+                             "--ranges-file, or drop --block-size for int8 activations with int4 weights")
+    if int4_storage not in ("packed", "int8"):
+        raise ConversionError(f"int4_storage {int4_storage!r}: choose 'packed' or 'int8'")
+    if low_bit_activations not in ("error", "8bit"):
+        raise ConversionError(f"low_bit_activations {low_bit_activations!r}: choose 'error' or '8bit'")
     if not isinstance(model, (bytes, bytearray)):
         if is_tf_model(model):
             model, tf_inputs, tf_outputs = freeze(model)
@@ -77,9 +101,12 @@ def convert_graph(
         options = Options(input_ranges=dict(input_ranges or {}), input_shapes=dict(input_shapes or {}),
                           inputs=inputs, outputs=outputs, dump_after=tuple(dump_after), dump_to=dump_to,
                           default_ranges=default_ranges, allow_float=allow_float,
-                          check_each_pass=check_each_pass, calibration=calibration)
+                          check_each_pass=check_each_pass, calibration=calibration,
+                          int4_storage=int4_storage, low_bit_activations=low_bit_activations,
+                          weights=weights, block_size=block_size)
         graph, ctx = run(graph, options)
-        graph.metadata[METADATA_NAME] = encode(ctx.requant)
+        if not options.dynamic_range:  # a float model has no requantization to record
+            graph.metadata[METADATA_NAME] = encode(ctx.requant)
         return Result(write_model(graph, description=_description()), graph, list(ctx.notes))
 
 

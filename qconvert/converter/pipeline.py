@@ -54,6 +54,7 @@ from qconvert.prepare.fuse import (
 )
 from qconvert.prepare.propagate import bypass_requantize_for_weighted, propagate_quant_params
 from qconvert.quantize_pass.back_to_back import drop_back_to_back_fake_quant
+from qconvert.quantize_pass.blockwise import blockwise_weights
 from qconvert.quantize_pass.constants import quantize_constants
 from qconvert.quantize_pass.finalize import (
     assign_versions,
@@ -107,6 +108,12 @@ STAGES: tuple[Stage, ...] = (
 
 STAGE_NAMES: tuple[str, ...] = ("import", *(s.name for s in STAGES))
 
+# --weights int4 --block-size N: dynamic range, activations float; the stages up to fuse, then this
+BLOCKWISE_STAGE = Stage("blockwise", "quantize_pass", "--block-size: FULLY_CONNECTED weights int4 in blocks along "
+                        "the input dimension, FLOAT16 scales; activations float (dynamic range)",
+                        (blockwise_weights,))
+BLOCKWISE_STAGES: tuple[Stage, ...] = (*STAGES[:STAGE_NAMES.index("calibrate") - 1], BLOCKWISE_STAGE)
+
 
 @dataclass
 class Options:
@@ -120,6 +127,15 @@ class Options:
     allow_float: bool = False
     check_each_pass: bool = False  # --debug
     calibration: Any = None  # calibration.calibrate.Calibration (--calibration-data, --ranges-file)
+    int4_storage: str = "packed"  # 4-bit weights: "packed" INT4 (as TensorFlow) or "int8" in [-7, 7]
+    low_bit_activations: str = "error"  # activation FakeQuants below 8 bits: "error", or "8bit" resolution
+    weights: str = "int8"  # weights without FakeQuant: "int8", or "int4" (CONV_2D / FULLY_CONNECTED, per channel)
+    block_size: int | None = None  # with weights "int4": blockwise FULLY_CONNECTED weights, float activations
+
+    @property
+    def dynamic_range(self) -> bool:
+        """Activations stay float (blockwise weights): no ranges, no calibration, no int8 ops."""
+        return self.block_size is not None
 
 
 def check_each_pass(options: Options) -> bool:
@@ -138,7 +154,7 @@ def run(graph: Graph, options: Options, stop_before: str | None = None) -> tuple
     ctx = Context(options=options, allow_float=options.allow_float)
     each_pass = check_each_pass(options)
     _maybe_dump(graph, "import", options)
-    for stage in STAGES:
+    for stage in (BLOCKWISE_STAGES if options.dynamic_range else STAGES):
         if stage.name == stop_before:
             break
         changed = False

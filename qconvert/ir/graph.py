@@ -25,6 +25,8 @@ class Tensor:
     shape: tuple[int, ...] | None = None
     data: np.ndarray | None = None
     quant: QuantParams | None = None
+    # blockwise (sub-channel) weights: (the FLOAT16 scale tensor's name, block size along the last dim)
+    blockwise: tuple[str, int] | None = None
 
     @property
     def is_const(self) -> bool:

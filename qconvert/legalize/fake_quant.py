@@ -3,7 +3,10 @@
     x ──▶ FakeQuant*(min, max) ──▶ y    ⇒    x ──▶ FAKE_QUANT ──▶ Q(params) ──▶ DQ ──▶ y
 
 The parameters are what TensorFlow's converter derives from min/max (unsigned
-domain, nudged zero point, shifted to int8). A ConcatV2 whose inputs all come from
+domain, nudged zero point, shifted to int8). A weight FakeQuant of 2..7 bits keeps
+its grid (INT4 storage for 4 bits, int8 for the others); an activation FakeQuant below
+8 bits is an error (TFLite's int8 kernels cannot clamp to a coarser grid) unless
+``--low-bit-activations 8bit`` asks for its range at 8-bit resolution. A ConcatV2 whose inputs all come from
 FakeQuants but that has none after it first gets one over the union of their
 ranges, which is what TensorFlow's converter produces for it. The FAKE_QUANT node stays for now:
 on a constant weight, constant folding evaluates it with TensorFlow's float32
@@ -109,8 +112,52 @@ def concat_union_ranges(graph: Graph) -> bool:
     return added
 
 
+def _constant_tensors(graph: Graph) -> set[str]:
+    """Tensors computed from constants only (a weight, or a weight's BatchNorm folding)."""
+    known: set[str] = set()
+    for node in graph:
+        if node.inputs and all(graph.is_const(i) or i in known for i in node.inputs if i):
+            known.update(node.outputs)
+    return known
+
+
+def _grid_bits(graph: Graph, ctx: Context, node: Node, num_bits: int, where: str, constants: set[str]) -> int:
+    """The grid a FakeQuant's parameters describe: its own ``num_bits`` on a weight, 8 bits on
+    an activation (below 8 only when the user accepts the finer grid)."""
+    if not 2 <= num_bits <= 16:
+        raise ConversionError(f"{where}: num_bits={num_bits}; TensorFlow's FakeQuant takes 2..16 bits")
+    if num_bits > 8:
+        raise ConversionError(
+            f"{where}: num_bits={num_bits}; 16-bit FakeQuant (int16 activations) is not supported yet: "
+            f"export the model with 8-bit activation FakeQuants"
+        )
+    if num_bits == 8 or graph.is_const(node.inputs[0]) or node.inputs[0] in constants:
+        return num_bits
+    if getattr(ctx.options, "low_bit_activations", "error") != "8bit":
+        raise ConversionError(
+            f"{where}: a {num_bits}-bit activation FakeQuant (num_bits={num_bits}); TFLite's int8 kernels cannot clamp to a "
+            f"{num_bits}-bit grid, so the file would not compute what training simulated. Retrain with 8-bit "
+            f"activations, or pass --low-bit-activations 8bit to quantize this range at 8-bit resolution"
+        )
+    ctx.note(f"tensor '{node.outputs[0]}': {num_bits}-bit activation FakeQuant quantized at 8-bit resolution "
+             f"(--low-bit-activations 8bit): finer than training's grid, so outputs differ from the training graph")
+    return 8
+
+
 def legalize_fake_quant(graph: Graph, ctx: Context) -> bool:
+    if getattr(ctx.options, "dynamic_range", False):
+        fq = next((n for n in graph if n.op in _VARIANTS), None)
+        if fq is not None:
+            raise ConversionError(f"node '{fq.name}' ({fq.op}): --block-size quantizes the weights of float graphs "
+                                  f"(activations stay float); this graph was trained with FakeQuant: convert it "
+                                  f"without --block-size")
     changed = concat_union_ranges(graph)
+    constants = _constant_tensors(graph)
+    if getattr(ctx.options, "weights", "int8") == "int4":
+        trained = [n for n in graph if n.op in _VARIANTS and (graph.is_const(n.inputs[0]) or n.inputs[0] in constants)]
+        if trained:
+            ctx.note(f"--weights int4 applies to weights without FakeQuant; {len(trained)} weight(s) with one (e.g. "
+                     f"'{trained[0].inputs[0]}') keep the grid training used")
     for node in graph:
         variant = _VARIANTS.get(node.op)
         if variant is None:
@@ -127,8 +174,7 @@ def legalize_fake_quant(graph: Graph, ctx: Context) -> bool:
         shape = graph.tensors[out].shape or ()
         per_channel = variant == "per_channel"
         where = f"node '{node.name}' ({node.op}) on tensor '{node.inputs[0]}'"
-        if num_bits != 8:
-            raise ConversionError(f"{where}: num_bits={num_bits}; only 8-bit FakeQuant is supported")
+        grid = _grid_bits(graph, ctx, node, num_bits, where, constants)
         lo_a, hi_a = np.atleast_1d(lo), np.atleast_1d(hi)
         if not (np.isfinite(lo_a).all() and np.isfinite(hi_a).all()):
             raise ConversionError(f"{where}: min/max are not finite ({lo_a.tolist()}, {hi_a.tolist()})")
@@ -139,11 +185,11 @@ def legalize_fake_quant(graph: Graph, ctx: Context) -> bool:
                 raise ConversionError(
                     f"{where}: per-channel min/max of size {lo_a.size} do not match the last dimension of {list(shape)}"
                 )
-            params = fake_quant_params_per_channel(lo_a.tolist(), hi_a.tolist(), num_bits, narrow, len(shape) - 1)
+            params = fake_quant_params_per_channel(lo_a.tolist(), hi_a.tolist(), grid, narrow, len(shape) - 1)
         else:
             if lo_a.size != 1 or hi_a.size != 1:
                 raise ConversionError(f"{where}: min and max must be scalars")
-            params = fake_quant_params(float(lo_a[0]), float(hi_a[0]), num_bits, narrow)
+            params = fake_quant_params(float(lo_a[0]), float(hi_a[0]), grid, narrow)
         node.op = "FAKE_QUANT"
         node.inputs = node.inputs[:1]
         node.attrs = {

@@ -50,6 +50,10 @@ def set_input_ranges(graph: Graph, ctx: Context) -> bool:
     data an input with no range is left to calibration (stage 4a')."""
     ranges = ctx.options.input_ranges
     default = ctx.options.default_ranges
+    if getattr(ctx.options, "dynamic_range", False):  # activations stay float
+        for name in ranges:
+            ctx.note(f"--inputs-range {name or ''}: not used; with --block-size the activations stay float")
+        return False
     calibrating = ctx.options.calibration is not None
     changed = False
     named = resolve_ranges(graph, ranges)

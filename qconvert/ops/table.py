@@ -52,6 +52,9 @@ class OpRow:
     bias_sign: int = 0  # ADD (+1) / SUB (-1) of a per-channel constant folds into a preceding bias
     scales_weights: bool = False  # MUL by a per-channel constant folds into preceding weights
     symmetric_weights: bool = False  # the int8 kernel takes weight zero point 0 only (conv.cc)
+    int4_version: int | None = None  # the version with INT4 weights (None: the kernel takes none)
+    int4_in_reference: bool = False  # LiteRT's reference kernels register that version (2.3: not DEPTHWISE v7)
+    blockwise_weights: bool = False  # XNNPACK runs it on float inputs with blockwise int4 weights (--block-size)
     # constant folding, identities (fold)
     kernel: Callable[..., Any] | None = None  # float32 kernel: kernel(node, *values)
     folds: bool = False  # constant folding evaluates it when all its inputs are constants
@@ -79,16 +82,18 @@ def _row(name: str, rule: Rule, int8_version: int, **kw: Any) -> tuple[str, OpRo
 #   LOGISTIC - activations.cc SigmoidPrepare: scale == 1/256 exactly, zero_point -128
 #   TANH     - activations.cc TanhPrepare / converter: scale 1/128, zero_point 0
 TABLE: dict[str, OpRow] = dict([
-    _row("CONV_2D", Rule.WEIGHTED, 3, weight_axis=0, fuses_activation=True, float_inputs=(0,), takes_same_padding=True,
+    _row("CONV_2D", Rule.WEIGHTED, 3, weight_axis=0, int4_version=7, int4_in_reference=True, fuses_activation=True,
+         float_inputs=(0,), takes_same_padding=True,
          symmetric_weights=True, kernel=k.conv_2d, requant=r.convolution, version=r.conv_2d_version),
-    _row("DEPTHWISE_CONV_2D", Rule.WEIGHTED, 3, weight_axis=3, fuses_activation=True, float_inputs=(0,),
+    _row("DEPTHWISE_CONV_2D", Rule.WEIGHTED, 3, weight_axis=3, int4_version=7, fuses_activation=True, float_inputs=(0,),
          takes_same_padding=True,
          symmetric_weights=True, kernel=k.depthwise_conv_2d, requant=r.convolution),
     # (output shape, weights [O, H, W, I], input, bias); no bias until a BiasAdd fuses into it
     _row("TRANSPOSE_CONV", Rule.WEIGHTED, 2, weight_axis=0, fuses_activation=True, float_inputs=(2,),
          operand_slots=(2, 1, 3), fuses_activation_only_with_bias=True, symmetric_weights=True, kernel=k.transpose_conv, requant=r.convolution,
          version=r.transpose_conv_version),
-    _row("FULLY_CONNECTED", Rule.WEIGHTED, 4, fuses_activation=True, float_inputs=(0,),
+    _row("FULLY_CONNECTED", Rule.WEIGHTED, 4, int4_version=10, int4_in_reference=True, blockwise_weights=True,
+         fuses_activation=True, float_inputs=(0,),
          kernel=k.fully_connected, folds=True, requant=r.fully_connected, version=r.fully_connected_version),
     _row("ADD", Rule.FREE, 2, fuses_activation=True, bias_sign=1, neutral=(0.0, (0, 1)), in_place=True,
          kernel=k.binary(lambda a, b: a + b), folds=True, requant=r.add_sub, arith="add"),
@@ -185,9 +190,15 @@ def requant(op: str, inputs: Sequence[Operand | None], output: Operand, options:
 
 def int8_version(op: str, operands: Callable[[], tuple[Sequence[Operand | None], Operand]],
                  options: Mapping[str, Any]) -> int:
-    """The version TensorFlow writes for the int8 form of ``op`` (1 for an op not in the table).
+    """The version TensorFlow writes for the int8 form of ``op`` (1 for an op not in the table;
+    the row's ``int4_version`` when its weights are INT4, as TF 2.21 writes for 4-bit QAT weights).
     ``operands()`` gives (inputs, output), asked for only when the version depends on them."""
     r_ = TABLE.get(op)
     if r_ is None:
         return 1
+    if r_.int4_version is not None:
+        ins, _ = operands()
+        slot = r_.operand_slots[1]
+        if slot < len(ins) and ins[slot] is not None and ins[slot].dtype == "int4":  # type: ignore[union-attr]
+            return r_.int4_version
     return r_.version(r_, *operands(), options) if r_.version is not None else r_.int8_version

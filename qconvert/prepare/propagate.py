@@ -47,15 +47,30 @@ def _signed_params(lo: float, hi: float, narrow: bool, axis: int | None = None) 
     return qm.value_range_params(lo, hi, narrow_range=narrow, axis=axis)
 
 
-def weight_params(value: np.ndarray, axis: int | None) -> QuantParams:
-    """Symmetric int8 parameters for a weight without FakeQuant (per channel along ``axis``)."""
+def weight_params(value: np.ndarray, axis: int | None, num_bits: int = 8) -> QuantParams:
+    """Symmetric parameters for a weight without FakeQuant (per channel along ``axis``): int8
+    [-127, 127], or INT4 [-7, 7] with ``num_bits=4`` (scale max|w|/7)."""
     v = np.asarray(value, dtype=np.float64)
     if axis is None:
         m = float(np.abs(v).max()) if v.size else 0.0
-        return qm.value_range_params(-m, m, narrow_range=True)
+        return qm.value_range_params(-m, m, narrow_range=True, num_bits=num_bits)
     moved = np.moveaxis(v, axis, 0).reshape(v.shape[axis], -1)
     ms = np.abs(moved).max(axis=1) if moved.size else np.zeros(v.shape[axis])
-    return qm.value_range_params_per_channel((-ms).tolist(), ms.tolist(), narrow_range=True, axis=axis)
+    return qm.value_range_params_per_channel((-ms).tolist(), ms.tolist(), narrow_range=True, axis=axis,
+                                             num_bits=num_bits)
+
+
+def _weight_bits(node: Node, ctx: Context) -> int:
+    """4 for ``--weights int4`` on an op whose INT4 version LiteRT's reference kernels run (CONV_2D,
+    FULLY_CONNECTED; DEPTHWISE_CONV_2D v7 only in its default kernels, so depthwise stays int8)."""
+    if getattr(ctx.options, "weights", "int8") != "int4":
+        return 8
+    r = row(node.op)
+    if r is not None and r.int4_in_reference:
+        return 4
+    ctx.note(f"{node.op} '{node.name}': int8 weights under --weights int4 (LiteRT's reference kernels have no "
+             f"INT4-weight {node.op})")
+    return 8
 
 
 Touched = list[Node]
@@ -86,7 +101,8 @@ def _weighted(graph: Graph, node: Node, ctx: Context) -> Touched | None:
     if params_in(graph, w) is None and graph.is_const(w):
         # per output channel; FULLY_CONNECTED too (TF 2.21 does so for weights without FakeQuant)
         axis = 0 if r.weight_axis is None else r.weight_axis  # type: ignore[union-attr]
-        insert_qdq_on_edge(graph, node, ws, weight_params(graph.const(w), axis), Origin.WEIGHT_VALUES)
+        insert_qdq_on_edge(graph, node, ws, weight_params(graph.const(w), axis, _weight_bits(node, ctx)),
+                           Origin.WEIGHT_VALUES)
     b = node.inputs[bs] if bs < len(node.inputs) else None  # TRANSPOSE_CONV may have none
     if b is None or params_in(graph, b) is not None or not graph.is_const(b):
         return []

@@ -24,6 +24,7 @@ class Operand:
     scale: tuple[float, ...]
     zero_point: tuple[int, ...]
     shape: tuple[int, ...]
+    dtype: str = ""  # the stored type ("int8", "int4", ...) where the caller knows it
 
     @property
     def s(self) -> float:
@@ -59,5 +60,6 @@ class Requant:
                 "shifts": [int(s) for _, s in self.pairs], "table": self.table, "wide": self.wide}
 
 
-def operand(name: str, scale: Sequence[float], zero_point: Sequence[int], shape: Sequence[int]) -> Operand:
-    return Operand(name, tuple(map(float, scale)), tuple(map(int, zero_point)), tuple(map(int, shape)))
+def operand(name: str, scale: Sequence[float], zero_point: Sequence[int], shape: Sequence[int],
+            dtype: str = "") -> Operand:
+    return Operand(name, tuple(map(float, scale)), tuple(map(int, zero_point)), tuple(map(int, shape)), dtype)

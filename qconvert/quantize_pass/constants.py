@@ -9,16 +9,24 @@ multiplied by a float32 inverse scale instead, as TensorFlow's ``QuantizeLegacy`
 does not fit int32 at its scale is an error naming it (TensorFlow saturates it silently:
 measured on 2.21 with a FakeQuant'd dead weight channel); weights without FakeQuant never
 get there, propagation enlarges their scale as TensorFlow does.
+
+4-bit weights (a ``num_bits=4`` FakeQuant) are stored INT4, two per byte, where every
+reader's kernel takes INT4 weights (the op table's ``int4_version``: CONV_2D,
+DEPTHWISE_CONV_2D, FULLY_CONNECTED), as TensorFlow 2.21 writes them; with
+``--int4-storage int8``, or for any other reader, the same values [-7, 7] are stored int8.
 """
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from qconvert.errors import ConversionError
-from qconvert.ir import Graph
+from qconvert.ir import Graph, Node
 from qconvert.ir.passes import Context
-from qconvert.ir.qdq import is_quantize
+from qconvert.ir.qdq import is_dequantize, is_quantize
+from qconvert.ops import row
 from qconvert.quant import (
     INT32_MAX,
     INT32_MIN,
@@ -44,16 +52,37 @@ def quantize_constants(graph: Graph, ctx: Context) -> bool:
                 f"(check the weights and BatchNorm statistics of the frozen graph)"
             )
         params = out.quant
+        if params.dtype == "int4" and not _int4_storage(graph, ctx, node):
+            params = out.quant = dataclasses.replace(params, dtype="int8")
         if params.dtype == "int32":
             _check_bias_fits(graph, node.inputs[0], value, params)
             bias = quantize_bias_legacy if ctx.legacy_float_scale else quantize_bias
             out.data = bias(value, params.scale if params.axis is not None else params.scale[0])
         else:
             out.data = (quantize_array_legacy if ctx.legacy_float_scale else quantize_array)(value, params)
-        out.dtype = out.data.dtype.name
+        out.dtype = params.dtype if params.dtype == "int4" else out.data.dtype.name
         dead.append(node)
     graph.remove_nodes(dead)
     return bool(dead)
+
+
+def _int4_storage(graph: Graph, ctx: Context, quantize: Node) -> bool:
+    """Whether a 4-bit weight is stored INT4: the user wants it packed (the default) and every
+    op reading it takes INT4 in its weight slot; otherwise a note says where it stays int8."""
+    if getattr(ctx.options, "int4_storage", "packed") == "int8":
+        return False
+    name = quantize.outputs[0]
+    for dq in graph.consumers(name):
+        readers = graph.consumers(dq.outputs[0]) if is_dequantize(dq) else [dq]
+        for r in readers:
+            r_ = row(r.op)
+            slot = r_.operand_slots[1] if r_ is not None else -1
+            if r_ is None or r_.int4_version is None or slot >= len(r.inputs) or r.inputs[slot] != dq.outputs[0]:
+                q = graph.tensors[name].quant
+                ctx.note(f"weight '{quantize.inputs[0]}': 4-bit values stored as int8 in [{q.qmin}, {q.qmax}]: "
+                         f"{r.op} '{r.name}' takes no INT4 operand")
+                return False
+    return True
 
 
 def _check_bias_fits(graph: Graph, name: str, value: np.ndarray, params: QuantParams) -> None:

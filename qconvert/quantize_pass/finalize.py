@@ -28,7 +28,7 @@ def _operand(graph: Graph, name: str) -> Operand | None:
     t = graph.tensors[name]
     q = t.quant
     scales = np.asarray(q.scale if q is not None else (), dtype=np.float32).tolist()
-    return operand(name, scales, q.zero_point if q is not None else (), t.shape or ())
+    return operand(name, scales, q.zero_point if q is not None else (), t.shape or (), t.dtype)
 
 
 def _operands(graph: Graph, node: Node) -> tuple[list[Operand | None], Operand]:

@@ -20,6 +20,7 @@ from qconvert.schema.codes import (
     camel_to_snake,
     enum_name,
 )
+from qconvert.schema.int4 import unpack_int4
 
 
 @dataclass
@@ -32,11 +33,15 @@ class TensorInfo:
     scale: tuple[float, ...] = ()
     zero_point: tuple[int, ...] = ()
     quantized_dimension: int = 0
+    # BlockwiseQuantization details: (scales tensor, zero-points tensor, block size)
+    blockwise: tuple[int, int, int] | None = None
 
     def array(self) -> np.ndarray | None:
         """The constant as a numpy array of its dtype and shape."""
         if self.data is None:
             return None
+        if self.dtype == "int4":  # packed two per byte: the values as int8
+            return unpack_int4(self.data, int(np.prod(self.shape, dtype=np.int64))).reshape(self.shape)
         dtype = np.dtype(self.dtype).newbyteorder("<")
         return np.frombuffer(self.data, dtype=dtype).reshape(self.shape)
 
@@ -137,6 +142,14 @@ def _union_member(union: type, code: int) -> str:
     return str(code)
 
 
+def _blockwise(q: Any) -> tuple[int, int, int] | None:
+    """The BlockwiseQuantization details of a tensor's quantization (schema.fbs, details type 2)."""
+    if q is None or int(q.detailsType) != schema.QuantizationDetails.BlockwiseQuantization or q.details is None:
+        return None
+    d = q.details
+    return int(d.scales), int(d.zeroPoints), int(d.blockSize)
+
+
 def _fail(reason: str) -> ValueError:
     return ValueError(f"not a TFLite file: {reason}")
 
@@ -212,6 +225,7 @@ def _convert(model: Any, data: bytes) -> ModelInfo:
                     scale=scale,
                     zero_point=zp,
                     quantized_dimension=0 if q is None else int(q.quantizedDimension),
+                    blockwise=_blockwise(q),
                 )
             )
 

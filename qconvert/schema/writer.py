@@ -43,6 +43,7 @@ from qconvert.schema.codes import (  # noqa: F401  (the names tests and tools kn
     enum_name,
     snake_to_camel,
 )
+from qconvert.schema.int4 import pack_int4
 
 SCHEMA_VERSION = 3  # TFLITE_SCHEMA_VERSION
 SUBGRAPH_NAME = "main"
@@ -333,6 +334,8 @@ def _buffer(raw: bytes | np.ndarray | None) -> schema.BufferT:
 
 
 def _tensor_type(tensor: Tensor) -> int:
+    if tensor.dtype == "int4":  # no numpy type: the values are held as int8 (see _constant_bytes)
+        return TENSOR_TYPES["int4"]
     try:
         return TENSOR_TYPES[np.dtype(tensor.dtype).name]
     except (TypeError, KeyError):
@@ -345,11 +348,16 @@ def _tensor_type(tensor: Tensor) -> int:
 def _constant_bytes(tensor: Tensor, shape: tuple[int, ...]) -> np.ndarray:
     """The little-endian bytes of a constant as a flat uint8 array (no per-element Python)."""
     data = np.asarray(tensor.data)
-    dtype = np.dtype(tensor.dtype).newbyteorder("<")
     if data.size != int(np.prod(shape, dtype=np.int64)):
         raise ValueError(
             f"tensor '{tensor.name}': data has {data.size} elements but shape {list(shape)}"
         )
+    if tensor.dtype == "int4":
+        try:
+            return pack_int4(data)
+        except ValueError as exc:
+            raise ValueError(f"tensor '{tensor.name}': {exc}") from None
+    dtype = np.dtype(tensor.dtype).newbyteorder("<")
     if data.dtype != dtype:
         cast = data.astype(dtype)
         if data.dtype.kind in "iub" and dtype.kind in "iub" and not np.array_equal(cast, data):
@@ -358,6 +366,17 @@ def _constant_bytes(tensor: Tensor, shape: tuple[int, ...]) -> np.ndarray:
             )
         data = cast
     return np.ascontiguousarray(data).reshape(-1).view(np.uint8)
+
+
+def _blockwise(tensor: Tensor, index: dict[str, int]) -> schema.QuantizationParametersT:
+    """BlockwiseQuantization details (schema.fbs): the scale tensor's index, no zero points (-1),
+    the block size; no per-tensor scale or zero point (ai-edge-quantizer's layout)."""
+    scales, block = tensor.blockwise  # type: ignore[misc]
+    params = schema.QuantizationParametersT()
+    details = schema.BlockwiseQuantizationT()
+    details.scales, details.zeroPoints, details.blockSize = index[scales], -1, int(block)
+    params.detailsType, params.details = schema.QuantizationDetails.BlockwiseQuantization, details
+    return params
 
 
 def _quantization(tensor: Tensor, shape: tuple[int, ...] | None) -> schema.QuantizationParametersT:
@@ -462,6 +481,9 @@ def _tensor_order(graph: Graph) -> list[str]:
                 seen.setdefault(name)
     for name in graph.outputs:
         seen.setdefault(name)
+    for name in list(seen):  # a blockwise weight's scales: named by its quantization details, read by no op
+        if graph.tensors[name].blockwise is not None:
+            seen.setdefault(graph.tensors[name].blockwise[0])  # type: ignore[index]
     return list(seen)
 
 
@@ -482,8 +504,9 @@ def _check_references(graph: Graph) -> None:
 def _tensors(graph: Graph, buffers: list[schema.BufferT]) -> tuple[list[Any], dict[str, int]]:
     """TensorT per referenced tensor; constants append their buffer to ``buffers``."""
     tensors: list[schema.TensorT] = []
-    index: dict[str, int] = {}
-    for name in _tensor_order(graph):
+    order = _tensor_order(graph)
+    index: dict[str, int] = {name: k for k, name in enumerate(order)}
+    for name in order:
         t = graph.tensors[name]
         shape = t.shape
         if shape is None and t.data is not None:
@@ -494,11 +517,10 @@ def _tensors(graph: Graph, buffers: list[schema.BufferT]) -> tuple[list[Any], di
         if shape is not None:
             ft.shape = np.array(shape, dtype="<i4")
             ft.hasRank = True
-        ft.quantization = _quantization(t, shape)
+        ft.quantization = _blockwise(t, index) if t.blockwise is not None else _quantization(t, shape)
         if t.data is not None:
             ft.buffer = len(buffers)
             buffers.append(_buffer(_constant_bytes(t, shape if shape is not None else ())))
-        index[name] = len(tensors)
         tensors.append(ft)
     return tensors, index
 

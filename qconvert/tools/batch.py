@@ -32,8 +32,12 @@ REPORT_SCHEMA_VERSION = 1
 # Calibration of float graphs (see ``qconvert convert --help``); paths relative to the manifest.
 _CALIBRATION_KEYS = {"calibration_data", "calibration_samples", "calibration_batch", "calibration_method",
                      "percentile", "seed", "ranges_file"}
-_DEFAULT_KEYS = {"inputs_range", "input_shapes", "inputs", "outputs", "output_dir"} | _CALIBRATION_KEYS
-_MODEL_KEYS = {"path", "output", "inputs_range", "input_shapes", "inputs", "outputs"} | _CALIBRATION_KEYS
+# Storage choices beside int8 (issue 17), as the convert options of the same names.
+_WIDTH_KEYS = {"weights": ("int8", "int4"), "block_size": (32, 64, 128, 256), "int4_storage": ("packed", "int8"),
+               "low_bit_activations": ("error", "8bit")}
+_DEFAULT_KEYS = {"inputs_range", "input_shapes", "inputs", "outputs", "output_dir"} | _CALIBRATION_KEYS | set(_WIDTH_KEYS)
+_MODEL_KEYS = {"path", "output", "inputs_range", "input_shapes", "inputs", "outputs"} | _CALIBRATION_KEYS \
+    | set(_WIDTH_KEYS)
 _NODE_RE = re.compile(r"node '([^']+)'")
 
 
@@ -131,6 +135,11 @@ def _settings(table: dict, base: Path, where: str) -> dict:
     for key in ("calibration_data", "ranges_file"):
         if key in table:
             calibration[key] = str(base / str(table[key]))
+    for key, allowed in _WIDTH_KEYS.items():
+        if key in table:
+            if table[key] not in allowed or isinstance(table[key], bool):
+                raise _usage(f"{where}: {key} = {table[key]!r}: expected one of {', '.join(map(str, allowed))}")
+            calibration[key] = table[key]
     if calibration:
         out["calibration"] = calibration
     return out

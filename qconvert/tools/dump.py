@@ -43,7 +43,8 @@ was not selected is absent::
            {"index": int, "name": str, "dtype": str,  # numpy-style, e.g. "int8"
             "shape": [int], "buffer": int, "buffer_bytes": int,  # 0 for activations
             "quantization": null | {"scale": [float], "zero_point": [int],
-                                    "quantized_dimension": int}}]}
+                                    "quantized_dimension": int},
+            "type": str}]}      # MLIR notation: tensor<8x3x!quant.uniform<i8<-127:127>:f32:0, {...}>>
       ],
       "totals": {                                                # always (unless --tensor)
         "operators": int, "tensors": int, "ops": {op: count},
@@ -52,7 +53,8 @@ was not selected is absent::
         "int8_buffer_bytes": int, "int32_buffer_bytes": int, "float32_buffer_bytes": int,
         "float_ops": int,                       # ops with a float32/float16 input or output
         "float_op_list": [{"subgraph": int, "index": int, "op": str}],
-        "requant_records": int, "requant_flagged": int},
+        "requant_records": int, "requant_flagged": int,
+        "runtime_warnings": [str]},             # what the file needs of a runtime (INT4, blockwise)
       "requant_problems": [str],   # records naming no operator, corrupt metadata
       "tensor": {                                                # --tensor only
         "subgraph": int, ...the tensor's entry as in "tensors"...,
@@ -63,6 +65,14 @@ was not selected is absent::
 
 Scales are the file's float32 values widened exactly to double. Non-finite floats
 are written as null. Shapes are the stored shapes (not shape_signature).
+
+Each tensor's ``type`` is written in the MLIR quant dialect's notation (the seed documents'
+and TensorFlow's CHECK lines): ``!quant.uniform<i8:f32, 0.0078431377:-1>`` per tensor,
+``!quant.uniform<i8<-127:127>:f32:0, {0.1,0.2}>`` per axis (a zero point of 0 is omitted, a
+storage range is shown where it is narrower than the type's: the symmetric weights of
+convolutions and FULLY_CONNECTED), ``!quant.uniform<i4:f32:{1:32}, {{...}}>`` for blockwise
+(sub-channel) weights, blocks of 32 along dimension 1. Scales print as the shortest decimal
+that gives back the file's float32. The text output shortens long scale lists.
 """
 
 from __future__ import annotations
@@ -79,7 +89,7 @@ import numpy as np
 
 from qconvert.errors import ConversionError, UsageError
 from qconvert.io import read_bytes
-from qconvert.ops import requant
+from qconvert.ops import requant, row
 from qconvert.quant.requant import Operand, Requant, operand
 from qconvert.schema.reader import read_model
 from qconvert.schema.requant_metadata import METADATA_NAME, decode
@@ -130,7 +140,7 @@ def _operand(sg: Any, index: int) -> Operand | None:
     if index >= len(sg.tensors):
         raise ValueError(f"tensor {index} is missing")
     t = sg.tensors[index]
-    return operand(t.name, t.scale or (), t.zero_point or (), t.shape)
+    return operand(t.name, t.scale or (), t.zero_point or (), t.shape, t.dtype)
 
 
 def _expected_requant(sg: Any, op: Any) -> dict[str, Any]:
@@ -186,7 +196,7 @@ def _check_record(sg: Any, op: Any, rec: Any) -> dict[str, Any]:
 # The document
 
 
-def _tensor_entry(i: int, t: Any) -> dict[str, Any]:
+def _tensor_entry(i: int, t: Any, sg: Any = None, weights: frozenset[int] = frozenset()) -> dict[str, Any]:
     entry: dict[str, Any] = {"index": i, "name": t.name, "dtype": t.dtype, "shape": list(t.shape),
                              "buffer": t.buffer, "buffer_bytes": len(t.data) if t.data is not None else 0,
                              "quantization": None}
@@ -195,7 +205,99 @@ def _tensor_entry(i: int, t: Any) -> dict[str, Any]:
         entry["quantization"] = {"scale": scales, "zero_point": list(t.zero_point),
                                  "quantized_dimension": int(t.quantized_dimension),
                                  "problems": quantization_problems(t)}
+    entry["type"] = mlir_type(t, sg, i in weights)
     return entry
+
+
+# MLIR's names of TFLite's tensor types (storage types of quantized tensors for the integers)
+_MLIR_ELEMENT = {"float32": "f32", "float16": "f16", "float64": "f64", "bfloat16": "bf16", "int8": "i8",
+                 "int4": "i4", "int16": "i16", "int32": "i32", "int64": "i64", "uint8": "u8", "uint16": "u16",
+                 "uint32": "u32", "uint64": "u64", "bool": "i1", "string": "!tf_type.string"}
+
+
+def _num(v: float | None) -> str:
+    """A float32 scale as the shortest decimal that reads back as that float32."""
+    return "nan" if v is None or not math.isfinite(v) else str(np.float32(v)).replace("e-0", "e-").replace("e+0", "e+")
+
+
+def _param(scale: float | None, zp: int) -> str:
+    return _num(scale) + (f":{zp}" if zp else "")
+
+
+def _weight_operands(sg: Any) -> frozenset[int]:
+    """Tensors read as the weights of an op whose kernel takes symmetric weights."""
+    out = set()
+    for op in sg.operators:
+        r_ = row(op.builtin)
+        if r_ is not None and (r_.symmetric_weights or r_.int4_version is not None):
+            slot = r_.operand_slots[1]
+            if slot < len(op.inputs) and op.inputs[slot] >= 0:
+                out.add(op.inputs[slot])
+    return frozenset(out)
+
+
+def mlir_type(t: Any, sg: Any = None, weight: bool = False, limit: int | None = None) -> str:
+    """``tensor<...>`` in the MLIR quant dialect's notation (see the module docstring); ``limit``
+    shortens a scale list to that many entries."""
+    dims = "".join(f"{d}x" for d in t.shape)
+    storage = _MLIR_ELEMENT.get(t.dtype, t.dtype)
+    if t.blockwise is not None and sg is not None:
+        return f"tensor<{dims}{_blockwise_type(t, sg, storage, limit)}>"
+    if not t.scale:
+        return f"tensor<{dims}{storage}>"
+    if weight and t.data is not None and t.dtype in ("int8", "int4"):
+        lo = -7 if t.dtype == "int4" else -127
+        try:
+            if int(t.array().min(initial=0)) >= lo:
+                storage += f"<{lo}:{-lo}>"
+        except (TypeError, ValueError):
+            pass
+    zps = list(t.zero_point) or [0] * len(t.scale)
+    if len(t.scale) == 1 and not (t.quantized_dimension and len(t.shape) > 1):
+        return f"tensor<{dims}!quant.uniform<{storage}:f32, {_param(t.scale[0], zps[0])}>>"
+    pairs = [_param(s, z) for s, z in zip(t.scale, zps)]
+    if limit is not None and len(pairs) > limit:
+        pairs = [*pairs[:limit], f"... {len(t.scale)} scales"]
+    return f"tensor<{dims}!quant.uniform<{storage}:f32:{t.quantized_dimension}, {{{','.join(pairs)}}}>>"
+
+
+def _blockwise_type(t: Any, sg: Any, storage: str, limit: int | None) -> str:
+    """The sub-channel type: blocks of ``block_size`` along the last dimension (the input
+    dimension of a FULLY_CONNECTED weight), scales from the details' scale tensor, row by row."""
+    scales_at, zps_at, block = t.blockwise
+    axis = len(t.shape) - 1
+    try:
+        s = sg.tensors[scales_at].array().astype(np.float32)
+        rows = s.reshape(s.shape[0], -1) if s.ndim else s.reshape(1, 1)
+        text_rows = [",".join(_num(float(v)) for v in (r if limit is None else r[:limit])) +
+                     (",..." if limit is not None and len(r) > limit else "") for r in
+                     (rows if limit is None else rows[:limit])]
+        more = f",... {rows.shape[0]} rows" if limit is not None and rows.shape[0] > limit else ""
+        params = "{" + ",".join(f"{{{r}}}" for r in text_rows) + more + "}"
+    except (AttributeError, IndexError, TypeError, ValueError):
+        params = f"{{scales in tensor {scales_at}}}"
+    return f"!quant.uniform<{storage}:f32:{{{axis}:{block}}}, {params}>"
+
+
+def runtime_warnings(sg: Any) -> list[str]:
+    """What a subgraph needs of a runtime beyond the int8 builtins (measured in issue 17 with
+    LiteRT 2.3, TFLite Micro and Vela 5.2)."""
+    out = []
+    int4 = [t for t in sg.tensors if t.dtype == "int4"]
+    if int4:
+        no_ref = sorted({o.builtin for o in sg.operators
+                         if (r := row(o.builtin)) is not None and r.int4_version is not None
+                         and not r.int4_in_reference and o.version >= r.int4_version})
+        out.append(f"INT4 tensors ({len(int4)}, e.g. '{int4[0].name}'): Vela 5.2 (Ethos-U) crashes on them; "
+                   f"convert with --int4-storage int8 for an NPU"
+                   + "".join(f"; LiteRT's reference kernels lack {op} v{row(op).int4_version} "  # type: ignore[union-attr]
+                             f"(its default kernels run it)" for op in no_ref))
+    blocks = [t for t in sg.tensors if t.blockwise is not None]
+    if blocks:
+        out.append(f"blockwise-quantized weights ({len(blocks)}, e.g. '{blocks[0].name}'): only LiteRT's XNNPACK "
+                   f"delegate computes them (its reference kernels read the weights as zero; TFLite Micro rejects "
+                   f"the file; Vela 5.2 crashes)")
+    return out
 
 
 def quantization_problems(t: Any) -> list[str]:
@@ -310,7 +412,8 @@ def describe(path: str | os.PathLike, sections: Iterable[str] | None = None,
             if "ops" in selected:
                 entry["operators"] = ops
             if "tensors" in selected:
-                entry["tensors"] = [_tensor_entry(i, t) for i, t in enumerate(sg.tensors)]
+                weights = _weight_operands(sg)
+                entry["tensors"] = [_tensor_entry(i, t, sg, weights) for i, t in enumerate(sg.tensors)]
             subgraphs.append(entry)
     if "ops" in selected or "tensors" in selected:
         doc["subgraphs"] = subgraphs
@@ -325,6 +428,7 @@ def describe(path: str | os.PathLike, sections: Iterable[str] | None = None,
             "float_ops": len(float_ops), "float_op_list": float_ops,
             "requant_records": len(records), "requant_flagged": flagged,
             "quantization_problems": len(bad_quant), "quantization_problem_list": bad_quant,
+            "runtime_warnings": [w for sg in model.subgraphs for w in runtime_warnings(sg)],
         }
         doc["requant_problems"] = requant_problems
     if tensor is not None:
@@ -360,7 +464,9 @@ def _tensor_values(model: Any, key: str) -> dict[str, Any]:
 
     s, i = _find_tensor(model, key)
     t = model.subgraphs[s].tensors[i]
-    entry = {"subgraph": s, **_tensor_entry(i, t), "values": None, "stats": None, "histogram": None}
+    sg = model.subgraphs[s]
+    entry = {"subgraph": s, **_tensor_entry(i, t, sg, _weight_operands(sg)), "values": None, "stats": None,
+             "histogram": None}
     if t.data is None:
         return entry
     try:
@@ -415,6 +521,18 @@ def _quant_text(q: dict[str, Any] | None) -> str:
     zs = sorted(set(z))
     zp = "zp=none" if not zs else f"zp={zs[0]}" if len(zs) == 1 else f"zp={zs[0]}..{zs[-1]}"
     return f"{len(s)} scales {min(finite):.4g}..{max(finite):.4g} {zp} dim={q['quantized_dimension']}{flags}"
+
+
+def _short_type(text: str, keep: int = 3) -> str:
+    """An MLIR type with a long ``{...}`` scale list cut to ``keep`` entries (text output)."""
+    start = text.find(", {")
+    if start < 0:
+        return text
+    body = text[start + 3:text.rfind("}")]
+    parts = body.split(",")
+    if len(parts) <= keep + 1:
+        return text
+    return f"{text[:start + 3]}{','.join(parts[:keep])},... {len(parts)}}}>>"
 
 
 def _bytes(n: int) -> str:
@@ -539,10 +657,12 @@ def render_text(doc: dict[str, Any]) -> str:
             lines.append("")
             lines.append(f"tensors ({len(tensors)})")
             rows = [[str(t["index"]), t["name"], t["dtype"], _shape(t["shape"]),
-                     _bytes(t["buffer_bytes"]) if t["buffer_bytes"] else "-", _quant_text(t["quantization"])]
+                     _bytes(t["buffer_bytes"]) if t["buffer_bytes"] else "-", _quant_text(t["quantization"]),
+                     _short_type(t["type"])]
                     for t in tensors]
             if rows:
-                lines += text_table([["#", "name", "dtype", "shape", "buffer", "quantization"], *rows], right=(0, 4))
+                lines += text_table([["#", "name", "dtype", "shape", "buffer", "quantization", "type"], *rows],
+                                    right=(0, 4))
         lines.append("")
     if "totals" in doc:
         t = doc["totals"]
@@ -563,6 +683,7 @@ def render_text(doc: dict[str, Any]) -> str:
             first = t["quantization_problem_list"][0]
             rows.append(["quantization", f"!! {t['quantization_problems']} tensor(s) LiteRT rejects, e.g. "
                                          f"{first['index']} '{first['name']}': {first['problems'][0]}"])
+        rows += [["runtime", f"!! {w}"] for w in t.get("runtime_warnings", [])]
         lines.append("totals")
         lines += text_table(rows)
         lines += [f"  !! {p}" for p in doc["requant_problems"]]
@@ -572,7 +693,8 @@ def render_text(doc: dict[str, Any]) -> str:
         lines.append(f"tensor {t['index']} {t['name']!r} (subgraph {t['subgraph']})")
         rows = [["dtype", t["dtype"]], ["shape", _shape(t["shape"])],
                 ["buffer", f"{t['buffer']} ({_bytes(t['buffer_bytes'])})" if t["buffer_bytes"] else f"{t['buffer']} (none)"],
-                ["quantization", _quant_text(t["quantization"]) or "-"]]
+                ["quantization", _quant_text(t["quantization"]) or "-"],
+                ["type", _short_type(t["type"], keep=8)]]
         q = t["quantization"]
         if q and len(q["scale"]) > 1:
             rows.append(["scales", " ".join(f"{s:.6g}" if s is not None else "nan" for s in q["scale"][:8])

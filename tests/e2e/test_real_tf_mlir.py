@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 
 from qconvert.api import convert_graph
-from qconvert.errors import ConversionError
 from qconvert.schema.reader import read_model
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -75,7 +74,31 @@ def test_quantization_matches_tensorflows_expected_output(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", ["fake_quant_per_channel_4bit", "fake_quant_without_identity_4bit"])
-def test_4bit_weights_are_one_clear_line_for_now(name: str) -> None:
-    """TensorFlow writes INT4 weights for these (issue 17); until qconvert does, one line says so."""
-    with pytest.raises(ConversionError, match=r"num_bits=4"):
-        _convert(name)
+def test_4bit_weights_match_tensorflows_expected_output(name: str) -> None:
+    """The MLIR lines expect ``i4<-7:7>`` weights with per-channel double scales (the first one
+    2.2825599397931779 here); TensorFlow 2.21 writes them as INT4 tensors (type 17, two values a
+    byte) and CONV_2D version 7. Oracle twice over: those lines, and TensorFlow's converter run
+    on the same ``.pb`` (the same bytes, and the same outputs in LiteRT's reference kernels)."""
+    model, text = _convert(name)
+    sg = read_model(model).subgraphs[0]
+    conv = next(op for op in sg.operators if op.builtin == "CONV_2D")
+    w = sg.tensors[conv.inputs[1]]
+    m = re.search(r"i4<(-?\d+):(-?\d+)>:f32:0, \{([0-9.e-]+)", text)
+    lo, hi, first = int(m.group(1)), int(m.group(2)), float(m.group(3))
+    assert (conv.version, w.dtype, w.scale[0], set(w.zero_point)) == (7, "int4", float(np.float32(first)), {0})
+    values = w.array()
+    assert lo <= values.min() and values.max() <= hi and len(w.data) == (values.size + 1) // 2
+
+    import corpus
+    import oracle  # TensorFlow's converter on the same graph, as the Python API runs it
+
+    o = _run_options(text)
+    x = o["input-arrays"]
+    theirs = oracle.tf_convert(corpus.CorpusModel(
+        name, (DIR / f"{name}.pb").read_bytes(), [x], [o["output-arrays"]],
+        {x: [int(d) for d in o["input-shapes"].split(",")]},
+        {x: (float(o["input-min-values"]), float(o["input-max-values"]))}))
+    tw = next(read_model(theirs).subgraphs[0].tensors[op.inputs[1]] for op in read_model(theirs).subgraphs[0].operators
+              if op.builtin == "CONV_2D")
+    assert (tw.dtype, tw.data, tw.scale) == (w.dtype, w.data, w.scale)
+    oracle.compare_models(model, theirs)

@@ -94,12 +94,20 @@ def test_fake_quant_reads_min_max_as_float32():
     assert p.scale == ((float(F32(0.1)) - float(F32(-0.1))) / 255.0,)
 
 
-def test_fake_quant_num_bits_below_8_keep_the_8bit_range():
-    # getDefaultStorageParams picks the range from the storage type: 7 bits
-    # still quantize onto 0..255 (the converter oracle confirms 7/255 for [-3, 4]).
-    assert qm.fake_quant_params(-3.0, 4.0, num_bits=7) == qm.fake_quant_params(-3.0, 4.0, num_bits=8)
+def test_fake_quant_num_bits_below_8_keep_their_grid():
+    # TensorFlow's getDefaultStorageParams takes the storage type's range (7 bits onto 0..255,
+    # 3 bits onto 0..15); qconvert keeps the grid the FakeQuant trained on. By hand, 7 bits
+    # over [-3, 4]: scale 7/127, zp 0 - (-3)/(7/127) = 54.43 -> 54 unsigned -> 54 - 64 = -10.
+    p = qm.fake_quant_params(-3.0, 4.0, num_bits=7)
+    assert (p.scale, p.zero_point, p.qmin, p.qmax, p.dtype) == ((7.0 / 127.0,), (-10,), -64, 63, "int8")
+    # 4 bits narrow over [-m, m]: scale 2m/14 = m/7, zp 1 + 7 = 8 -> 0, range [-7, 7], INT4 storage
+    q = qm.fake_quant_params_per_channel([-0.875, -1.75], [0.875, 1.75], 4, True, 0)
+    assert (q.scale, q.zero_point, q.qmin, q.qmax, q.dtype) == ((0.125, 0.25), (0, 0), -7, 7, "int4")
+    # 2 bits narrow: {-m, 0, m}; stored int8
+    r = qm.fake_quant_params(-0.5, 0.5, num_bits=2, narrow_range=True)
+    assert (r.scale, r.zero_point, r.qmin, r.qmax, r.dtype) == ((0.5,), (0,), -1, 1, "int8")
     with pytest.raises(ValueError):
-        qm.fake_quant_params(-1.0, 1.0, num_bits=4)
+        qm.fake_quant_params(-1.0, 1.0, num_bits=1)
 
 
 def test_fake_quant_per_channel():
@@ -676,7 +684,8 @@ def test_oracle_converter_fake_quant_and_input_params(tf, litert, tmp_path):
 
 
 def test_oracle_converter_conv_weights_and_bias(tf, litert, tmp_path):
-    """Per-channel FakeQuant weights, bias, and a 7-bit output FakeQuant."""
+    """Per-channel FakeQuant weights, bias, and a 7-bit output FakeQuant (which TensorFlow quantizes
+    onto 255 steps, qconvert only with --low-bit-activations 8bit)."""
     rng = np.random.default_rng(7)
     c = 6
     w = (rng.standard_normal((3, 3, 3, c)) * 0.3).astype(np.float32)
@@ -698,7 +707,7 @@ def test_oracle_converter_conv_weights_and_bias(tf, litert, tmp_path):
 
     p_in = qm.fake_quant_params(-1.3, 2.1)  # the input takes the FakeQuant's params
     p_w = qm.fake_quant_params_per_channel((-wmax).tolist(), wmax.tolist(), 8, True, 3)
-    p_out = qm.fake_quant_params(-3.0, 4.0, num_bits=7)
+    p_out = qm.fake_quant_params(-3.0, 4.0, num_bits=8)  # TF takes the 7-bit activation at 8-bit resolution
     w_fq = qm.fake_quant_float32(w, -wmax, wmax, 8, True, per_channel=True)  # folded by TF first
     w_expect = qm.quantize_array(np.transpose(w_fq, (3, 0, 1, 2)), dataclasses.replace(p_w, axis=0))
     p_b = qm.bias_params(p_in, p_w)

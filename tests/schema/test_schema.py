@@ -500,3 +500,28 @@ def test_reader_reads_a_tensorflow_converted_model(tmp_path):
     conv_op = next(op for op in info.operators if op.builtin == "CONV_2D")
     assert conv_op.options["padding"] == "SAME"
     assert conv_op.options["fused_activation_function"] == "RELU"
+
+
+def test_int4_packing_by_hand():
+    """Two values a byte, the first in the low nibble, two's complement nibbles; an odd count
+    leaves the last high nibble 0. (-3, 2) -> 0x2D, (7, -8) -> 0x87, (1) -> 0x01."""
+    from qconvert.schema.int4 import pack_int4, unpack_int4
+
+    packed = pack_int4(np.array([-3, 2, 7, -8, 1], np.int8))
+    assert packed.tolist() == [0x2D, 0x87, 0x01]
+    assert unpack_int4(packed.tobytes(), 5).tolist() == [-3, 2, 7, -8, 1]
+    with pytest.raises(ValueError):
+        pack_int4(np.array([8], np.int8))
+
+
+def test_int4_tensor_round_trips_through_writer_and_reader():
+    g = Graph()
+    g.add_tensor(Tensor("x", "int8", (1, 3), quant=QuantParams((0.5,), (0,))))
+    w = np.array([[-7, 0, 7], [1, -1, 2]], np.int8)
+    g.add_tensor(Tensor("w", "int4", (2, 3), w, quant=QuantParams((0.1, 0.2), (0, 0), axis=0, qmin=-7, qmax=7,
+                                                                  dtype="int4")))
+    g.add_tensor(Tensor("y", "int8", (1, 2), quant=QuantParams((1.0,), (0,))))
+    g.add_node(Node("FULLY_CONNECTED", ["x", "w"], ["y"], {}, name="fc"))
+    g.inputs, g.outputs = ["x"], ["y"]
+    t = read_model(write_model(g)).tensor("w")
+    assert (t.dtype, len(t.data), t.array().tolist()) == ("int4", 3, w.tolist())

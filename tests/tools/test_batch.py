@@ -204,6 +204,8 @@ def test_globs_and_default_outputs(tmp_path: Path) -> None:
     ("[[model]]\npath = 'x.pb'\nspeed = 1\n", "unknown key 'speed'"),
     ("[other]\n", "unknown key 'other'"),
     ("[defaults]\ninputs_range = '1,-1'\n", "MIN must be less than MAX"),
+    ("[defaults]\nweights = 'int2'\n", "weights = 'int2': expected one of int8, int4"),
+    ("[defaults]\nblock_size = 48\n", "block_size = 48: expected one of 32, 64, 128, 256"),
 ])
 def test_bad_manifest_is_a_usage_error(tmp_path: Path, manifest: str, message: str, capsys) -> None:
     shutil.copy(DIGITS, tmp_path / "a.pb")
@@ -212,6 +214,22 @@ def test_bad_manifest_is_a_usage_error(tmp_path: Path, manifest: str, message: s
     err = capsys.readouterr().err
     assert message in err and "usage error" in err and len(err.strip().splitlines()) == 1
     assert not list(tmp_path.glob("*.tflite"))
+
+
+def test_manifest_takes_the_storage_options(tmp_path: Path) -> None:
+    """``int4_storage`` and ``low_bit_activations`` reach the conversion like the options of
+    convert (the digits model has 8-bit weights: int4_storage changes nothing there, and the
+    manifest is accepted); ``weights``/``block_size`` on a QAT graph fail that model in one line."""
+    shutil.copy(DIGITS, tmp_path / "a.pb")
+    shutil.copy(DIGITS, tmp_path / "b.pb")
+    (tmp_path / "m.toml").write_text('[defaults]\nint4_storage = "int8"\nlow_bit_activations = "8bit"\n\n'
+                                     '[[model]]\npath = "b.pb"\nweights = "int4"\nblock_size = 32\n')
+    report = tmp_path / "r.json"
+    assert main(["batch", str(tmp_path / "*.pb"), "--manifest", str(tmp_path / "m.toml"), "--jobs", "1",
+                 "--report", str(report)]) == 1
+    records = {Path(r["model"]).name: r for r in json.loads(report.read_text())["models"]}
+    assert records["a.pb"]["status"] == "ok"
+    assert records["b.pb"]["status"] == "failed" and "trained with FakeQuant" in records["b.pb"]["error"]
 
 
 def test_no_models_is_a_usage_error(tmp_path: Path, capsys) -> None:

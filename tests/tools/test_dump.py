@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -183,6 +184,10 @@ def test_golden_text_agrees_with_interpreter(capsys) -> None:
         assert cols[1:4] == [d["name"], np.dtype(d["dtype"]).name, shape]
         if len(d["quantization_parameters"]["scales"]) == 1:
             assert f"zp={d['quantization'][1]}" in cols
+            # the type column in MLIR's notation carries the same float32 scale and zero point
+            scale, zp = d["quantization"]
+            typed = re.search(r"!quant\.uniform<i\d+(?:<-?\d+:\d+>)?:f32, ([^:>]+)(?::(-?\d+))?>>", " ".join(cols))
+            assert np.float32(typed.group(1)) == np.float32(scale) and int(typed.group(2) or 0) == zp
 
 
 # ---------------------------------------------------------------------------
@@ -307,3 +312,92 @@ def test_broken_files(tmp_path: Path, example_tflite: Path, capsys) -> None:
     capsys.readouterr()
     assert main(["dump", str(tmp_path / "missing.tflite")]) == 1
     assert "no such file" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------
+# Types in MLIR's quant notation, and what a file needs of a runtime (issue 17)
+
+TF_MLIR = ROOT.parent / "shared" / "realmodels" / "tf_mlir_end2end"
+
+
+@pytest.mark.skipif(not TF_MLIR.is_dir(), reason=f"{TF_MLIR} is absent (TensorFlow's own test graphs)")
+@pytest.mark.parametrize("name", ["fake_quant_per_channel", "fake_quant_per_channel_4bit"])
+def test_types_read_like_tensorflows_mlir_check_lines(name: str, tmp_path: Path, capsys) -> None:
+    """TensorFlow's expected output names the input, output and weight types in this notation
+    (double scales; the file holds their float32): the dump of qconvert's file must say the same."""
+    from qconvert import api
+
+    text = (TF_MLIR / f"{name}.pbtxt").read_text()
+    path = tmp_path / f"{name}.tflite"
+    path.write_bytes(api.convert(str(TF_MLIR / f"{name}.pb"), {"input": (-33.614346, 21.54917)},
+                                 {"input": [1, 1, 1, 256]}, ["input"], ["output"]))
+    doc = dump_json(capsys, "--tensors", str(path))
+    types = {t["name"]: t["type"] for t in doc["subgraphs"][0]["tensors"]}
+    io = re.findall(r"tensor<([0-9x]+)x!quant\.uniform<(i8):f32, ([0-9.e-]+):(-?\d+)>>", text)
+    for (dims, storage, scale, zp), name_ in zip(io, ["input", "output"]):
+        got = re.fullmatch(rf"tensor<{dims}x!quant\.uniform<{storage}:f32, ([0-9.e-]+):{zp}>>", types[name_])
+        assert got, (types[name_], dims, storage, zp)
+        assert np.float32(got.group(1)) == np.float32(scale) or name_ == "input"  # input: see test_real_tf_mlir
+    weight = re.search(r"tensor<(186x1x1x256)x!quant\.uniform<(i\d<-\d+:\d+>):f32:0, \{([0-9.e-]+)", text)
+    dims, storage, first = weight.groups()
+    conv_w = next(t for t in types.values() if t.startswith(f"tensor<{dims}x"))
+    assert conv_w.startswith(f"tensor<{dims}x!quant.uniform<{storage}:f32:0, {{")
+    assert np.float32(conv_w.split("{")[1].split(",")[0]) == np.float32(first)
+
+
+def test_zero_points_of_zero_and_full_ranges_are_left_out() -> None:
+    from qconvert.schema.reader import TensorInfo
+    from qconvert.tools.dump import mlir_type
+
+    t = TensorInfo("x", "int8", (1, 4), 0, None, (0.5,), (0,))
+    assert mlir_type(t) == "tensor<1x4x!quant.uniform<i8:f32, 0.5>>"
+    t = TensorInfo("b", "int32", (2,), 0, b"\0" * 8, (0.25, 0.125), (0, 0))
+    assert mlir_type(t) == "tensor<2x!quant.uniform<i32:f32:0, {0.25,0.125}>>"
+    assert mlir_type(TensorInfo("f", "float32", (3,), 0, None)) == "tensor<3xf32>"
+
+
+def test_runtime_warnings_for_int4_and_blockwise_files(tmp_path: Path, capsys) -> None:
+    """A file with INT4 weights warns that Vela cannot take it; a blockwise-quantized FULLY_CONNECTED
+    (ai-edge-quantizer's layout: INT4 weights, BlockwiseQuantization details naming a FLOAT16 scale
+    tensor) warns that only XNNPACK computes it, and its type reads ``{1:32}``."""
+    from ai_edge_litert import schema_py_generated as schema
+
+    from qconvert.ir import Graph, Node, QuantParams, Tensor
+    from qconvert.schema.writer import write_model
+
+    g = Graph()
+    g.add_tensor(Tensor("x", "float32", (1, 64)))
+    w = np.random.default_rng(0).integers(-7, 8, (2, 64)).astype(np.int8)
+    g.add_tensor(Tensor("w", "int4", (2, 64), w, quant=QuantParams((1.0,), (0,), qmin=-7, qmax=7, dtype="int4")))
+    g.add_tensor(Tensor("w_scales", "float16", (2, 2), np.array([[0.5, 0.25], [1.0, 2.0]], np.float16)))
+    g.add_tensor(Tensor("y", "float32", (1, 2)))
+    g.add_node(Node("FULLY_CONNECTED", ["x", "w", ""], ["y"], {}, name="fc"))
+    g.add_tensor(Tensor("z", "float32", (2, 2)))
+    g.add_node(Node("ADD", ["y", "w_scales"], ["z"], {}, name="keep_scales"))  # so the writer keeps the scales
+    g.inputs, g.outputs = ["x"], ["z"]
+    packed = write_model(g)
+    int4_path = tmp_path / "int4.tflite"
+    int4_path.write_bytes(packed)
+    doc = dump_json(capsys, str(int4_path))
+    assert any("INT4" in w and "Vela" in w and "--int4-storage int8" in w for w in doc["totals"]["runtime_warnings"])
+
+    import flatbuffers
+
+    m = schema.ModelT.InitFromPackedBuf(packed, 0)
+    sg = m.subgraphs[0]
+    names = [t.name.decode() for t in sg.tensors]
+    q = sg.tensors[names.index("w")].quantization
+    q.scale, q.zeroPoint = None, None
+    q.detailsType = schema.QuantizationDetails.BlockwiseQuantization
+    q.details = schema.BlockwiseQuantizationT()
+    q.details.scales, q.details.blockSize = names.index("w_scales"), 32
+    b = flatbuffers.Builder(1024)
+    b.Finish(m.Pack(b), file_identifier=b"TFL3")
+    block_path = tmp_path / "blockwise.tflite"
+    block_path.write_bytes(bytes(b.Output()))
+    doc = dump_json(capsys, str(block_path))
+    assert any("blockwise" in w and "XNNPACK" in w for w in doc["totals"]["runtime_warnings"])
+    wtype = next(t["type"] for t in doc["subgraphs"][0]["tensors"] if t["name"] == "w")
+    assert wtype == "tensor<2x64x!quant.uniform<i4:f32:{1:32}, {{0.5,0.25},{1.0,2.0}}>>"
+    text = dump(capsys, str(block_path))
+    assert "!! blockwise-quantized weights" in text
