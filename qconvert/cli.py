@@ -122,6 +122,9 @@ def cli() -> None:
 @click.option("--int4-storage", "int4_storage", type=click.Choice(["packed", "int8"]), default="packed",
               show_default=True, help="4-bit QAT weights: packed INT4 (TensorFlow's; CONV_2D, DEPTHWISE_CONV_2D, "
                                       "FULLY_CONNECTED) or int8 in [-7, 7] for runtimes without INT4 (Vela).")
+@click.option("--activations", "activations", type=click.Choice(["int8", "int16"]), default="int8", show_default=True,
+              help="Float graphs with --calibration-data: int16 is TensorFlow's 16x8 mode (int16 activations, "
+                   "int8 weights, int64 biases).")
 @click.option("--weights", "weights", type=click.Choice(["int8", "int4"]), default="int8", show_default=True,
               help="Weights without FakeQuant (float graphs): int8, or int4 per channel for CONV_2D and "
                    "FULLY_CONNECTED (INT4 tensors, scale max|w|/7; activations stay int8).")
@@ -138,7 +141,7 @@ def convert(model: str, output: str | None, ranges: tuple[str, ...], shapes: tup
             default_ranges: str | None, allow_float: bool, calibration_data: str | None,
             calibration_samples: int | None, calibration_batch: int, calibration_method: str, percentile: float,
             seed: int, image_size: str | None, mean: str, std: str,
-            ranges_file: str | None, weights: str, block_size: str | None, int4_storage: str,
+            ranges_file: str | None, activations: str, weights: str, block_size: str | None, int4_storage: str,
             low_bit_activations: str, debug: bool) -> None:
     """Convert a frozen GraphDef MODEL.pb (QAT, or float with --calibration-data) to a fully-int8 TFLite model."""
     defaults = None
@@ -174,6 +177,7 @@ def convert(model: str, output: str | None, ranges: tuple[str, ...], shapes: tup
                                        ranges_file=ranges_file, int4_storage=int4_storage,
                                        low_bit_activations=low_bit_activations, weights=weights,
                                        block_size=int(block_size) if block_size else None,
+                                       activations=activations,
                                        progress=_calibration_progress())
             write_atomic(target, result.model)
         except Exception as exc:

@@ -189,8 +189,11 @@ def _prefers_result_scale(graph: Graph, node) -> bool:  # type: ignore[no-untype
     return len([s for s in slots if node.inputs[s] and not graph.is_const(node.inputs[s])]) >= 2
 
 
-def drop_redundant(graph: Graph, stats: dict[str, tuple[float, float]]) -> dict[str, tuple[float, float]]:
-    """TensorFlow's RemoveRedundantStatsOps on our ranges (see the module docstring)."""
+def drop_redundant(graph: Graph, stats: dict[str, tuple[float, float]], keep_merged_inputs: bool = False
+                   ) -> dict[str, tuple[float, float]]:
+    """TensorFlow's RemoveRedundantStatsOps on our ranges (see the module docstring). With
+    ``keep_merged_inputs`` (16x8) the inputs of a same-scale op with several inputs (a concat)
+    keep their ranges: TensorFlow requantizes them to the result's instead."""
     def rule(node) -> Rule | None:  # type: ignore[no-untyped-def]
         r = row(node.op) if node is not None else None
         return r.rule if r is not None else None
@@ -213,7 +216,7 @@ def drop_redundant(graph: Graph, stats: dict[str, tuple[float, float]]) -> dict[
     while work:  # through ranges the forward walk dropped too: they do not stop it
         t = work.pop()
         prod = graph.producer(t)
-        if rule(prod) is not Rule.SAME_SCALE:
+        if rule(prod) is not Rule.SAME_SCALE or (keep_merged_inputs and _prefers_result_scale(graph, prod)):
             continue
         for i in prod.inputs:
             if i in stats:
@@ -241,11 +244,12 @@ def calibrate(graph: Graph, ctx: Context) -> bool:
     t0 = time.perf_counter()
     stats = record_ranges(graph, calib, names) if calib.samples is not None else {}
     seconds = time.perf_counter() - t0
-    kept = drop_redundant(graph, stats)
+    kept = drop_redundant(graph, stats, ctx.activation_bits == 16)
     by_hand = calib.ranges
     for name in names:
         if name not in by_hand and name in kept:
-            insert_qdq_after(graph, name, calibrated_range_params(*kept[name]), Origin.CALIBRATION)
+            insert_qdq_after(graph, name, calibrated_range_params(*kept[name], num_bits=ctx.activation_bits),
+                             Origin.CALIBRATION)
     for name, (lo, hi) in by_hand.items():
         if not hi >= lo:
             raise ConversionError(f"--ranges-file: tensor '{name}' has min {lo} > max {hi}")
@@ -253,7 +257,8 @@ def calibrate(graph: Graph, ctx: Context) -> bool:
             why = ("is a constant (weights and biases get their parameters from their values)"
                    if graph.is_const(name) else "already has a range (a FakeQuant or --inputs-range)")
             raise ConversionError(f"--ranges-file: tensor '{name}' {why}; remove it from the file")
-        insert_qdq_after(graph, name, calibrated_range_params(lo, hi), Origin.RANGES_FILE)
+        insert_qdq_after(graph, name, calibrated_range_params(lo, hi, num_bits=ctx.activation_bits),
+                         Origin.RANGES_FILE)
     if calib.samples is not None:
         n = len(next(iter(calib.samples.values())))
         ctx.note(f"calibrated {len(kept)} tensor range(s) on {n} sample(s) in {seconds:.2f} s ({calib.method})")

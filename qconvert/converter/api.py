@@ -62,6 +62,7 @@ def convert_graph(
     low_bit_activations: str = "error",
     weights: str = "int8",
     block_size: int | None = None,
+    activations: str = "int8",
 ) -> Result:
     """Convert a frozen GraphDef (bytes or path) and return the model bytes, the final IR and notes.
 
@@ -74,9 +75,17 @@ def convert_graph(
     CONV_2D and FULLY_CONNECTED (INT4 tensors, scale max|w|/7; activations stay int8).
     ``block_size`` (with ``weights="int4"``): FULLY_CONNECTED weights int4 in blocks of that many
     inputs with FLOAT16 scales, everything else float (dynamic range; XNNPACK runs it).
+    ``activations="int16"``: TensorFlow's 16x8 post-training mode (int16 activations, symmetric;
+    int8 weights; int64 biases) for float graphs with calibration.
     """
     if weights not in ("int8", "int4"):
         raise ConversionError(f"weights {weights!r}: choose 'int8' or 'int4'")
+    if activations not in ("int8", "int16"):
+        raise UsageError(f"--activations {activations}: choose int8 or int16")
+    if activations == "int16" and (calibration_data is None and ranges_file is None or block_size is not None
+                                   or default_ranges is not None):
+        raise UsageError("--activations int16 is TensorFlow's 16x8 post-training mode: it needs --calibration-data "
+                         "(or --ranges-file) and takes neither --block-size nor --default-ranges")
     if block_size is not None:
         if weights != "int4" or block_size not in BLOCK_SIZES:
             raise UsageError(f"--block-size {block_size}: blockwise weights are int4 (--weights int4) in blocks of "
@@ -103,9 +112,9 @@ def convert_graph(
                           default_ranges=default_ranges, allow_float=allow_float,
                           check_each_pass=check_each_pass, calibration=calibration,
                           int4_storage=int4_storage, low_bit_activations=low_bit_activations,
-                          weights=weights, block_size=block_size)
+                          weights=weights, block_size=block_size, activations=activations)
         graph, ctx = run(graph, options)
-        if not options.dynamic_range:  # a float model has no requantization to record
+        if not options.dynamic_range and activations == "int8":  # records describe the int8 kernels
             graph.metadata[METADATA_NAME] = encode(ctx.requant)
         return Result(write_model(graph, description=_description()), graph, list(ctx.notes))
 

@@ -59,6 +59,7 @@ from qconvert.quantize_pass.constants import quantize_constants
 from qconvert.quantize_pass.finalize import (
     assign_versions,
     check_int8,
+    int16_options,
     requant_records,
     tidy_names,
 )
@@ -103,7 +104,7 @@ STAGES: tuple[Stage, ...] = (
           "multiplier/shift records",
           (drop_back_to_back_fake_quant, float_op_constants, quantize_constants, fold_quantized_ops,
            fold_requantize, fuse_quantized_activation, regroup_splits, quantize_io, rename_io, tidy_names, check_int8,
-           assign_versions, requant_records)),
+           assign_versions, int16_options, requant_records)),
 )
 
 STAGE_NAMES: tuple[str, ...] = ("import", *(s.name for s in STAGES))
@@ -131,6 +132,7 @@ class Options:
     low_bit_activations: str = "error"  # activation FakeQuants below 8 bits: "error", or "8bit" resolution
     weights: str = "int8"  # weights without FakeQuant: "int8", or "int4" (CONV_2D / FULLY_CONNECTED, per channel)
     block_size: int | None = None  # with weights "int4": blockwise FULLY_CONNECTED weights, float activations
+    activations: str = "int8"  # "int16": TensorFlow's 16x8 mode (int16 activations, int8 weights, int64 biases)
 
     @property
     def dynamic_range(self) -> bool:

@@ -57,5 +57,10 @@ class Context:
     def note(self, text: str) -> None:
         self.notes.append(text)
 
+    @property
+    def activation_bits(self) -> int:
+        """16 under ``--activations int16`` (TensorFlow's 16x8 mode), else 8."""
+        return 16 if getattr(self.options, "activations", "int8") == "int16" else 8
+
 
 Pass = Callable[[Graph, Context], bool]

@@ -135,9 +135,10 @@ def _grid_bits(graph: Graph, ctx: Context, node: Node, num_bits: int, where: str
         return num_bits
     if getattr(ctx.options, "low_bit_activations", "error") != "8bit":
         raise ConversionError(
-            f"{where}: a {num_bits}-bit activation FakeQuant (num_bits={num_bits}); TFLite's int8 kernels cannot clamp to a "
-            f"{num_bits}-bit grid, so the file would not compute what training simulated. Retrain with 8-bit "
-            f"activations, or pass --low-bit-activations 8bit to quantize this range at 8-bit resolution"
+            f"{where}: a {num_bits}-bit activation FakeQuant (num_bits={num_bits}); TFLite's int8 kernels cannot "
+            f"clamp to a {num_bits}-bit grid, so the file would not compute what training simulated. "
+            f"Retrain with 8-bit activations, or pass --low-bit-activations 8bit to quantize this range at "
+            f"8-bit resolution"
         )
     ctx.note(f"tensor '{node.outputs[0]}': {num_bits}-bit activation FakeQuant quantized at 8-bit resolution "
              f"(--low-bit-activations 8bit): finer than training's grid, so outputs differ from the training graph")
@@ -153,6 +154,14 @@ def legalize_fake_quant(graph: Graph, ctx: Context) -> bool:
                                   f"without --block-size")
     changed = concat_union_ranges(graph)
     constants = _constant_tensors(graph)
+    if getattr(ctx.options, "activations", "int8") == "int16":
+        act = next((n for n in graph if n.op in _VARIANTS and not (graph.is_const(n.inputs[0])
+                                                                    or n.inputs[0] in constants)), None)
+        if act is not None:
+            raise ConversionError(f"node '{act.name}' ({act.op}) on tensor '{act.inputs[0]}': --activations int16 "
+                                  f"quantizes float graphs from calibration; this graph's activations were trained "
+                                  f"with FakeQuant (16-bit QAT is not supported yet): convert it without "
+                                  f"--activations int16")
     if getattr(ctx.options, "weights", "int8") == "int4":
         trained = [n for n in graph if n.op in _VARIANTS and (graph.is_const(n.inputs[0]) or n.inputs[0] in constants)]
         if trained:

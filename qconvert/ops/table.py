@@ -55,6 +55,11 @@ class OpRow:
     int4_version: int | None = None  # the version with INT4 weights (None: the kernel takes none)
     int4_in_reference: bool = False  # LiteRT's reference kernels register that version (2.3: not DEPTHWISE v7)
     blockwise_weights: bool = False  # XNNPACK runs it on float inputs with blockwise int4 weights (--block-size)
+    # 16x8 (--activations int16): fixed output parameters, options and version where they differ from int8
+    fixed16: tuple[float, int] | None = None
+    int16_options: tuple[tuple[str, Any], ...] = ()
+    int16_version: int | None = None
+    int16: bool = True  # has a 16x8 form (measured: TF 2.21 quantizes it and LiteRT runs it)
     # constant folding, identities (fold)
     kernel: Callable[..., Any] | None = None  # float32 kernel: kernel(node, *values)
     folds: bool = False  # constant folding evaluates it when all its inputs are constants
@@ -81,23 +86,27 @@ def _row(name: str, rule: Rule, int8_version: int, **kw: Any) -> tuple[str, OpRo
 #   SOFTMAX  - activations.cc SoftmaxPrepare: zero_point == -128, scale == 1/256
 #   LOGISTIC - activations.cc SigmoidPrepare: scale == 1/256 exactly, zero_point -128
 #   TANH     - activations.cc TanhPrepare / converter: scale 1/128, zero_point 0
+#   int16 (16x8): all three 1/32768, zero point 0 (measured on TF 2.21)
 TABLE: dict[str, OpRow] = dict([
     _row("CONV_2D", Rule.WEIGHTED, 3, weight_axis=0, int4_version=7, int4_in_reference=True, fuses_activation=True,
-         float_inputs=(0,), takes_same_padding=True,
+         float_inputs=(0,), takes_same_padding=True, int16_options=(("quantized_bias_type", "INT64"),),
          symmetric_weights=True, kernel=k.conv_2d, requant=r.convolution, version=r.conv_2d_version),
     _row("DEPTHWISE_CONV_2D", Rule.WEIGHTED, 3, weight_axis=3, int4_version=7, fuses_activation=True, float_inputs=(0,),
          takes_same_padding=True,
          symmetric_weights=True, kernel=k.depthwise_conv_2d, requant=r.convolution),
     # (output shape, weights [O, H, W, I], input, bias); no bias until a BiasAdd fuses into it
     _row("TRANSPOSE_CONV", Rule.WEIGHTED, 2, weight_axis=0, fuses_activation=True, float_inputs=(2,),
-         operand_slots=(2, 1, 3), fuses_activation_only_with_bias=True, symmetric_weights=True, kernel=k.transpose_conv, requant=r.convolution,
+         operand_slots=(2, 1, 3), fuses_activation_only_with_bias=True, symmetric_weights=True,
+         int16_options=(("quantized_bias_type", "INT64"),), kernel=k.transpose_conv, requant=r.convolution,
          version=r.transpose_conv_version),
     _row("FULLY_CONNECTED", Rule.WEIGHTED, 4, int4_version=10, int4_in_reference=True, blockwise_weights=True,
-         fuses_activation=True, float_inputs=(0,),
+         int16_options=(("quantized_bias_type", "INT64"),), fuses_activation=True, float_inputs=(0,),
          kernel=k.fully_connected, folds=True, requant=r.fully_connected, version=r.fully_connected_version),
-    _row("ADD", Rule.FREE, 2, fuses_activation=True, bias_sign=1, neutral=(0.0, (0, 1)), in_place=True,
+    _row("ADD", Rule.FREE, 2, int16_options=(("pot_scale_int16", False),), fuses_activation=True, bias_sign=1,
+         neutral=(0.0, (0, 1)), in_place=True,
          kernel=k.binary(lambda a, b: a + b), folds=True, requant=r.add_sub, arith="add"),
-    _row("SUB", Rule.FREE, 2, fuses_activation=True, bias_sign=-1, neutral=(0.0, (1,)), in_place=True,
+    _row("SUB", Rule.FREE, 2, int16_options=(("pot_scale_int16", False),), fuses_activation=True, bias_sign=-1,
+         neutral=(0.0, (1,)), in_place=True,
          kernel=k.binary(lambda a, b: a - b), folds=True, requant=r.add_sub, arith="sub"),
     _row("MUL", Rule.FREE, 2, fuses_activation=True, scales_weights=True, neutral=(1.0, (0, 1)), in_place=True,
          kernel=k.binary(lambda a, b: a * b), folds=True, requant=r.mul, version=r.mul_version, arith="mul"),
@@ -107,12 +116,15 @@ TABLE: dict[str, OpRow] = dict([
     _row("STRIDED_SLICE", Rule.SAME_SCALE, 2, float_inputs=(0,), kernel=k.strided_slice, folds=True),
     _row("RELU", Rule.FREE, 2, activation="RELU", kernel=k.relu, requant=r.relu),
     _row("RELU6", Rule.FREE, 2, activation="RELU6", kernel=k.relu6, requant=r.relu),
-    _row("RELU_N1_TO_1", Rule.FREE, 1, activation="RELU_N1_TO_1", kernel=k.relu_n1_to_1, requant=r.relu),
-    _row("LEAKY_RELU", Rule.FREE, 1, kernel=k.leaky_relu, requant=r.leaky_relu),  # TF 2.21 writes v1 for int8
-    _row("PRELU", Rule.FREE, 1, weight_slots=(1,), kernel=k.prelu, requant=r.prelu),  # fused from Keras' PReLU
-    _row("HARD_SWISH", Rule.FREE, 1, kernel=k.hard_swish, requant=r.hard_swish),  # fused from x·relu6(x+3)/6
+    _row("RELU_N1_TO_1", Rule.FREE, 1, int16=False, activation="RELU_N1_TO_1", kernel=k.relu_n1_to_1, requant=r.relu),
+    # TF 2.21 writes LEAKY_RELU v1 for int8, v2 for int16
+    _row("LEAKY_RELU", Rule.FREE, 1, int16_version=2, kernel=k.leaky_relu, requant=r.leaky_relu),
+    _row("PRELU", Rule.FREE, 1, int16=False, weight_slots=(1,), kernel=k.prelu,
+         requant=r.prelu),  # fused from Keras' PReLU
+    _row("HARD_SWISH", Rule.FREE, 1, int16=False, kernel=k.hard_swish,
+         requant=r.hard_swish),  # fused from x·relu6(x+3)/6
     # LayerNormalization's variance and 1/sqrt(variance + eps) (ConvNeXt), where TF keeps them int8
-    _row("SQUARED_DIFFERENCE", Rule.FREE, 2, kernel=k.squared_difference, requant=r.squared_difference),
+    _row("SQUARED_DIFFERENCE", Rule.FREE, 2, int16=False, kernel=k.squared_difference, requant=r.squared_difference),
     _row("RSQRT", Rule.FREE, 2, kernel=k.rsqrt, requant=r.rsqrt),
     _row("GELU", Rule.FREE, 2, kernel=k.gelu, requant=r.gelu),  # fused from 0.5·x·erfc(-x/√2) (legalize/gelu.py)
     _row("MAXIMUM", Rule.SAME_SCALE, 2, kernel=k.maximum, folds=True),
@@ -129,19 +141,22 @@ TABLE: dict[str, OpRow] = dict([
     # regrouped from per-output STRIDED_SLICEs once int8 (quantize_pass/regroup.py)
     _row("SPLIT", Rule.SAME_SCALE, 2, float_inputs=(1,)),
     _row("SPLIT_V", Rule.SAME_SCALE, 2, float_inputs=(0,)),
-    _row("UNPACK", Rule.SAME_SCALE, 2, float_inputs=(0,)),
+    _row("UNPACK", Rule.SAME_SCALE, 2, int16_version=1, float_inputs=(0,)),  # TF 2.21 writes v1 for int16
     _row("RESHAPE", Rule.SAME_SCALE, 1, float_inputs=(0,), reshapes=True, folds=True, layout="reshape"),
     _row("SQUEEZE", Rule.SAME_SCALE, 1, reshapes=True, folds=True),
     _row("PAD", Rule.SAME_SCALE, 2, float_inputs=(0,), kernel=k.pad, folds=True, zero_pads=True),
-    _row("SOFTMAX", Rule.FIXED, 2, fixed=(1.0 / 256.0, -128), kernel=k.softmax, requant=r.softmax),
-    _row("LOGISTIC", Rule.FIXED, 2, fixed=(1.0 / 256.0, -128), kernel=k.logistic, requant=r.lookup_table),
-    _row("TANH", Rule.FIXED, 2, fixed=(1.0 / 128.0, 0), kernel=k.tanh, requant=r.lookup_table),
-    _row("QUANTIZE", Rule.QUANT, 1, requant=r.requantize),
+    _row("SOFTMAX", Rule.FIXED, 2, fixed=(1.0 / 256.0, -128), fixed16=(1.0 / 32768.0, 0), kernel=k.softmax,
+         requant=r.softmax),
+    _row("LOGISTIC", Rule.FIXED, 2, fixed=(1.0 / 256.0, -128), fixed16=(1.0 / 32768.0, 0), kernel=k.logistic,
+         requant=r.lookup_table),
+    _row("TANH", Rule.FIXED, 2, fixed=(1.0 / 128.0, 0), fixed16=(1.0 / 32768.0, 0), kernel=k.tanh,
+         requant=r.lookup_table),
+    _row("QUANTIZE", Rule.QUANT, 1, int16_version=2, requant=r.requantize),  # int16 → int16: v2 (TF 2.21)
     _row("DEQUANTIZE", Rule.QUANT, 2),
     _row("FAKE_QUANT", Rule.QUANT, 1, kernel=k.fake_quant, folds=True, dropped_after_legalize=True),
     _row("TRANSPOSE", Rule.SAME_SCALE, 2, float_inputs=(0,), kernel=k.transpose, folds=True, layout="transpose"),
-    _row("SPACE_TO_DEPTH", Rule.SAME_SCALE, 2, kernel=k.space_to_depth, folds=True),
-    _row("DEPTH_TO_SPACE", Rule.SAME_SCALE, 2, kernel=k.depth_to_space, folds=True),
+    _row("SPACE_TO_DEPTH", Rule.SAME_SCALE, 2, int16=False, kernel=k.space_to_depth, folds=True),
+    _row("DEPTH_TO_SPACE", Rule.SAME_SCALE, 2, int16=False, kernel=k.depth_to_space, folds=True),
     _row("ARG_MAX", Rule.FREE, 2, float_inputs=(0,), kernel=k.arg_max),  # int32/int64 output: no parameters
     _row("GATHER", Rule.SAME_SCALE, 2, float_inputs=(0,), kernel=k.gather, folds=True),
     _row("SPACE_TO_BATCH_ND", Rule.SAME_SCALE, 2, float_inputs=(0,), kernel=k.space_to_batch_nd),
@@ -196,6 +211,8 @@ def int8_version(op: str, operands: Callable[[], tuple[Sequence[Operand | None],
     r_ = TABLE.get(op)
     if r_ is None:
         return 1
+    if r_.int16_version is not None and operands()[1].dtype == "int16":
+        return r_.int16_version
     if r_.int4_version is not None:
         ins, _ = operands()
         slot = r_.operand_slots[1]

@@ -27,6 +27,11 @@ def check_quantizable(graph: Graph, ctx: Context) -> bool:
         if r is None:
             problems.append(f"node '{node.name}' has op {node.op}, which cannot be quantized")
             continue
+        if ctx.activation_bits == 16 and not r.int16:
+            problems.append(f"{node.op} '{node.name}' has no 16x8 form (TensorFlow 2.21 refuses it, or LiteRT has no "
+                            f"int16 kernel for it): convert with --activations int8")
+            culprits.append(node)
+            continue
         if r.rule is Rule.QUANT:
             continue
         for name in node.inputs:

@@ -81,13 +81,17 @@ def _producers(graph: Graph, tensor: str) -> Touched:
     return [p] if p is not None else []
 
 
-def _const_operand(graph: Graph, node: Node, slot: int, legacy_float_scale: bool = False) -> bool:
+def _const_operand(graph: Graph, node: Node, slot: int, legacy_float_scale: bool = False, bits: int = 8) -> bool:
     name = node.inputs[slot]
     if not graph.is_const(name) or graph.tensors[name].dtype != "float32":
         return False
     value = graph.const(name)
     lo = min(0.0, float(value.min())) if value.size else 0.0
     hi = max(0.0, float(value.max())) if value.size else 0.0
+    if bits == 16:  # an operand of an int16 op is int16 too, symmetric
+        insert_qdq_on_edge(graph, node, slot, qm.calibrated_range_params(lo, hi, legacy_float_scale, 16),
+                           Origin.WEIGHT)
+        return True
     # post-training quantization: GetUniformQuantizedTypeForWeight with DownCastScale (float32 scale)
     params = qm.value_range_params_legacy(lo, hi) if legacy_float_scale else _signed_params(lo, hi, False)
     insert_qdq_on_edge(graph, node, slot, params, Origin.WEIGHT)
@@ -116,7 +120,9 @@ def _weighted(graph: Graph, node: Node, ctx: Context) -> Touched | None:
         # a FakeQuant'd kernel keeps its grid: only an all-zero channel may change scale (its
         # integers stay 0), which TensorFlow does not do (it saturates the bias silently)
         free = None if from_values else _zero_channels(graph.const(wq[0].inputs[0]), pw[0])
-        adjusted = _bias_fit(graph.const(b), bias, px[0], pw[0], ctx.legacy_float_scale, free)
+        # int64 biases (16x8) have room: TensorFlow adjusts only int32 ones
+        adjusted = None if bias.dtype == "int64" else \
+            _bias_fit(graph.const(b), bias, px[0], pw[0], ctx.legacy_float_scale, free)
         if adjusted is not None:
             bias, new_w = adjusted
             graph.tensors[wq[0].outputs[0]].quant = new_w
@@ -176,8 +182,13 @@ def _bias_fit(value: np.ndarray, bias: QuantParams, x: QuantParams, w: QuantPara
 
 
 def _fixed(graph: Graph, node: Node, ctx: Context) -> Touched | None:
-    scale, zp = row(node.op).fixed  # type: ignore[misc]
-    fixed = QuantParams((scale,), (zp,))
+    r = row(node.op)
+    if ctx.activation_bits == 16:
+        scale, zp = r.fixed16  # type: ignore[union-attr,misc]
+        fixed = QuantParams((scale,), (zp,), qmin=-32768, qmax=32767, dtype="int16")
+    else:
+        scale, zp = r.fixed  # type: ignore[union-attr,misc]
+        fixed = QuantParams((scale,), (zp,))
     out = node.outputs[0]
     current = params_out(graph, out)
     if current is not None and current[0].same_as(fixed):
@@ -219,6 +230,14 @@ def _same_scale(graph: Graph, node: Node, ctx: Context) -> Touched | None:
     # FakeQuant B gives conv → B → resize in TF, where a max pool keeps A + requantize).
     padded = operands + [None] * (len(node.inputs) - len(slots))
     chosen = _choose_same_scale(padded, [result])
+    if ctx.activation_bits == 16 and result is not None and result[1] and len(slots) > 1:
+        # 16x8: a concat keeps its inputs' ranges and requantizes each that differs to its own
+        # (measured on TF 2.21: one QUANTIZE per differing input, read by the concat only). An
+        # input whose range is still to come (a pool's, from its own input) is waited for, not
+        # given the concat's: its other readers read it at its own scale (DenseNet121)
+        if any(state is None and not graph.is_const(node.inputs[i]) for i, state in zip(slots, operands)):
+            return None
+        chosen = result[0]
     if chosen is None:
         return None
     touched: Touched = []
@@ -261,7 +280,7 @@ def _free(graph: Graph, node: Node, ctx: Context) -> Touched | None:
         if slot in weights and graph.is_const(name):  # PRELU's alpha: symmetric, per tensor
             insert_qdq_on_edge(graph, node, slot, weight_params(graph.const(name), None), Origin.WEIGHT)
         else:
-            _const_operand(graph, node, slot, ctx.legacy_float_scale)
+            _const_operand(graph, node, slot, ctx.legacy_float_scale, ctx.activation_bits)
     return []
 
 

@@ -282,7 +282,7 @@ def quantize_array(x: np.ndarray, params: QuantParams) -> np.ndarray:
 _VALUE_DTYPES = {"int4": "int8"}
 
 
-def quantize_bias(b: np.ndarray, scales: Sequence[float] | float) -> np.ndarray:
+def quantize_bias(b: np.ndarray, scales: Sequence[float] | float, dtype: str = "int32") -> np.ndarray:
     """Quantize a float32 bias to int32 with zero point 0: ``round_half_away(double(b)
     / scale)`` clamped to int32 (the APFloat path of ``quantizeFloatToInt``,
     compiler/mlir/quantization/common/ir/UniformSupport.h). A scale list runs along
@@ -294,6 +294,8 @@ def quantize_bias(b: np.ndarray, scales: Sequence[float] | float) -> np.ndarray:
     scale = s[0] if s.size == 1 else s
     with np.errstate(all="ignore"):
         q = round_half_away_array(bd / scale)
+    if dtype == "int64":
+        return np.clip(q, -(2.0**63), 2.0**63 - 1024).astype(np.int64)
     return np.clip(q, INT32_MIN, INT32_MAX).astype(np.int32)
 
 
@@ -311,6 +313,13 @@ def quantize_array_legacy(x: np.ndarray, params: QuantParams) -> np.ndarray:
     differently from the double division: measured on VGG16, 1 to 8 weights of a layer
     move by one step.
     """
+    if params.dtype == "int16" and params.axis is None and params.zero_point == (0,):
+        # a 16x8 constant operand (ADD/MUL): the float32 product with float32(1 / scale), as TF 2.21
+        # writes them (measured: all 124 of DenseNet121's; dividing in double misses 28)
+        inv = np.float32(1.0 / float(np.float32(params.scale[0])))
+        with np.errstate(all="ignore"):
+            q = round_half_away_array(np.multiply(np.asarray(x, dtype=np.float32), inv, dtype=np.float32))
+        return np.clip(q, params.qmin, params.qmax).astype(np.int16)
     if params.dtype == "int8" and params.qmin == -127 and params.qmax == 127:
         xf = np.asarray(x, dtype=np.float32)
         if params.axis is None:
@@ -327,7 +336,26 @@ def quantize_array_legacy(x: np.ndarray, params: QuantParams) -> np.ndarray:
     return quantize_array(x, params)
 
 
-def quantize_bias_legacy(b: np.ndarray, scales: Sequence[float] | float) -> np.ndarray:
+def quantize_weights_16x8(x: np.ndarray, params: QuantParams) -> np.ndarray:
+    """Symmetric int8 weights as TensorFlow's 16x8 post-training quantizer writes them: per
+    channel (or per tensor) the float32 factor ``127 / max|w|``, the float32 product, rounded
+    half away from zero (TOCO's ``SymmetricPerChannelQuantization``). Measured on TF 2.21: all
+    52 weight tensors of MobileNetV2 (the int8 quantizer's ``1 / scale`` differs on one value,
+    x/s = 94.49999: 95 there, 94 here)."""
+    xf = np.asarray(x, dtype=np.float32)
+    axis = params.axis
+    moved = np.moveaxis(xf, axis, 0).reshape(xf.shape[axis], -1) if axis is not None else xf.reshape(1, -1)
+    m = np.abs(moved).max(axis=1) if moved.size else np.zeros(moved.shape[0], np.float32)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        inv = np.where(m > 0, np.float32(params.qmax) / np.where(m > 0, m, np.float32(1)), np.float32(0))
+    inv = inv.astype(np.float32)
+    inv = inv.reshape(_axis_shape(xf, axis, len(inv))) if axis is not None else inv[0]
+    with np.errstate(all="ignore"):
+        q = round_half_away_array(np.multiply(xf, inv, dtype=np.float32))
+    return np.clip(q, params.qmin, params.qmax).astype(np.int8)
+
+
+def quantize_bias_legacy(b: np.ndarray, scales: Sequence[float] | float, dtype: str = "int32") -> np.ndarray:
     """:func:`quantize_bias` as TensorFlow's post-training quantizer does it
     (``SymmetricBiasQuantize<int32_t>``, TOCO's quantization_utils): the float32 bias times
     the float32 ``1.0 / scale``, rounded ties-away in float32, clamped to +-(2^31 - 1)."""
@@ -338,6 +366,8 @@ def quantize_bias_legacy(b: np.ndarray, scales: Sequence[float] | float) -> np.n
     with np.errstate(all="ignore"):
         inv = np.where(s == 0, 0.0, 1.0 / np.where(s == 0, 1.0, s)).astype(np.float32)
         q = round_half_away_array(np.multiply(bf, inv[0] if s.size == 1 else inv, dtype=np.float32))
+    if dtype == "int64":  # 16x8 biases: the same product, clamped to int64
+        return np.clip(q.astype(np.float64), -(2.0**63), 2.0**63 - 1024).astype(np.int64)
     return np.clip(q.astype(np.float64), -INT32_MAX, INT32_MAX).astype(np.int32)
 
 
@@ -356,6 +386,9 @@ def bias_params(input_params: QuantParams, weight_params: QuantParams, legacy_fl
     else:
         scales = tuple(1.0 * s_in * s_w for s_w in weight_params.scale)
     axis = 0 if len(scales) > 1 else None
+    if input_params.dtype == "int16":  # 16x8: INT64 biases (the op's quantized_bias_type)
+        return QuantParams(scale=scales, zero_point=(0,) * len(scales), axis=axis, qmin=-(2**63), qmax=2**63 - 1,
+                           dtype="int64")
     return QuantParams(
         scale=scales, zero_point=(0,) * len(scales), axis=axis, qmin=INT32_MIN, qmax=INT32_MAX, dtype="int32"
     )
@@ -401,8 +434,10 @@ def signed_range_params(rmin: float, rmax: float) -> QuantParams:
     return QuantParams(scale=(scale,), zero_point=(zp,), axis=None, qmin=-128, qmax=127, dtype="int8")
 
 
-def calibrated_range_params(rmin: float, rmax: float, legacy_float_scale: bool = True) -> QuantParams:
-    """The int8 type TensorFlow gives a tensor from calibration statistics.
+def calibrated_range_params(rmin: float, rmax: float, legacy_float_scale: bool = True,
+                            num_bits: int = 8) -> QuantParams:
+    """The int8 type TensorFlow gives a tensor from calibration statistics (int16 with
+    ``num_bits=16``: the range made symmetric, max(|min|, |max|), see :func:`int16_range_params`).
 
     ``ConvertStatsToQDQs`` (compiler/mlir/quantization/common/quantization_lib/
     quantization_utils.h): the calibrator's float32 min/max are widened to include 0,
@@ -414,13 +449,35 @@ def calibrated_range_params(rmin: float, rmax: float, legacy_float_scale: bool =
     """
     lo = min(_as_f32_double(rmin), 0.0)
     hi = max(_as_f32_double(rmax), 0.0)
+    if num_bits == 16:  # symmetric: the int16 kernels assume zero point 0
+        hi = max(abs(lo), abs(hi))
+        lo = -hi
     if abs(hi - lo) < _NEAR_ZERO_TOLERANCE:
         lo -= _NEAR_ZERO_TOLERANCE
         hi += _NEAR_ZERO_TOLERANCE
+    if num_bits == 16:
+        return int16_range_params(lo, hi, legacy_float_scale)
     if not legacy_float_scale:
         scale, zp = _nudged_scale_and_zero_point(-128, 127, lo, hi)
         return QuantParams(scale=(scale,), zero_point=(zp,), axis=None, qmin=-128, qmax=127, dtype="int8")
     return _down_cast_scale(lo, hi)
+
+
+INT16_QMAX = 32767
+
+
+def int16_range_params(lo: float, hi: float, legacy_float_scale: bool = True) -> QuantParams:
+    """The int16 type of TensorFlow's 16x8 quantizer for a symmetric range [lo, hi] = [-m, m]:
+    ``fakeQuantAttrsToType(16 bits, narrow_range, signed)``, so storage [-32767, 32767], zero
+    point 0 and scale 2m / 65534, recomputed in float32 by ``DownCastScale`` under
+    post-training quantization (measured on TF 2.21: every calibrated scale of the corpus
+    twins equals float32(float32(2m) / 65534), i.e. m / 32767)."""
+    f32 = np.float32
+    if legacy_float_scale:
+        scale = float(f32(f32(hi) - f32(lo)) / f32(2 * INT16_QMAX))
+    else:
+        scale = (hi - lo) / (2 * INT16_QMAX)
+    return QuantParams(scale=(scale,), zero_point=(0,), axis=None, qmin=-INT16_QMAX, qmax=INT16_QMAX, dtype="int16")
 
 
 def value_range_params_legacy(rmin: float, rmax: float) -> QuantParams:

@@ -35,6 +35,7 @@ from qconvert.quant import (
     quantize_array_legacy,
     quantize_bias,
     quantize_bias_legacy,
+    quantize_weights_16x8,
     round_half_away_array,
 )
 
@@ -54,12 +55,17 @@ def quantize_constants(graph: Graph, ctx: Context) -> bool:
         params = out.quant
         if params.dtype == "int4" and not _int4_storage(graph, ctx, node):
             params = out.quant = dataclasses.replace(params, dtype="int8")
-        if params.dtype == "int32":
-            _check_bias_fits(graph, node.inputs[0], value, params)
+        if params.dtype in ("int32", "int64"):
+            if params.dtype == "int32":
+                _check_bias_fits(graph, node.inputs[0], value, params)
             bias = quantize_bias_legacy if ctx.legacy_float_scale else quantize_bias
-            out.data = bias(value, params.scale if params.axis is not None else params.scale[0])
+            out.data = bias(value, params.scale if params.axis is not None else params.scale[0], params.dtype)
         else:
-            out.data = (quantize_array_legacy if ctx.legacy_float_scale else quantize_array)(value, params)
+            if ctx.legacy_float_scale and ctx.activation_bits == 16 and params.dtype == "int8" \
+                    and (params.qmin, params.qmax) == (-127, 127) and set(params.zero_point) == {0}:
+                out.data = quantize_weights_16x8(value, params)  # 16x8: TOCO's 127 / max|w| per channel
+            else:
+                out.data = (quantize_array_legacy if ctx.legacy_float_scale else quantize_array)(value, params)
         out.dtype = params.dtype if params.dtype == "int4" else out.data.dtype.name
         dead.append(node)
     graph.remove_nodes(dead)

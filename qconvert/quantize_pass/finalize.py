@@ -16,7 +16,7 @@ from qconvert.errors import ConversionError
 from qconvert.ir import Graph, Node
 from qconvert.ir.passes import Context
 from qconvert.ir.qdq import is_dequantize, is_quantize
-from qconvert.ops import int8_version, requant
+from qconvert.ops import int8_version, requant, row
 from qconvert.quant.requant import Operand, operand
 from qconvert.quantize_pass.io import rename_tensors
 
@@ -50,6 +50,20 @@ def assign_versions(graph: Graph, ctx: Context) -> bool:
     return True
 
 
+def int16_options(graph: Graph, ctx: Context) -> bool:
+    """16x8: the options TensorFlow sets where int16 changes what the kernel does (the op table's
+    ``int16_options``: INT64 biases, ADD/SUB with general scales instead of powers of two)."""
+    if ctx.activation_bits != 16:
+        return False
+    changed = False
+    for node in graph.nodes:
+        r = row(node.op)
+        if r is not None and r.int16_options and node not in ctx.float_ops:
+            node.attrs.update(dict(r.int16_options))
+            changed = True
+    return changed
+
+
 def tidy_names(graph: Graph, ctx: Context) -> bool:
     mapping: dict[str, str] = {}
     taken = set(graph.tensors)
@@ -79,6 +93,9 @@ def check_int8(graph: Graph, ctx: Context) -> bool:
 
 
 def requant_records(graph: Graph, ctx: Context) -> bool:
+    if ctx.activation_bits == 16:  # int16 kernels rescale differently; `run` does not execute them yet
+        ctx.requant = []
+        return False
     records = []
     for index, node in enumerate(graph.nodes):
         if _is_float(graph, ctx, node):

@@ -77,7 +77,10 @@ def fold_requantize(graph: Graph, ctx: Context) -> bool:
             requantizes += 1
     graph.remove_nodes(dead)
     graph.prune()
-    return _fold_trivial_requantize(graph) or bool(dead) or requantizes > 0
+    # an op whose only reader requantizes it writes the new parameters itself (TF's int8 files);
+    # TF's 16x8 files keep that QUANTIZE (measured on TF 2.21: conv → QUANTIZE → concat)
+    trivial = ctx.activation_bits != 16 and _fold_trivial_requantize(graph)
+    return trivial or bool(dead) or requantizes > 0
 
 
 def _fold_trivial_requantize(graph: Graph) -> bool:

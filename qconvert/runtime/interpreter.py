@@ -57,6 +57,10 @@ class IntegerModel:
             raise RunError(str(exc)) from None
         if len(self.model.subgraphs) != 1:
             raise RunError(f"the model has {len(self.model.subgraphs)} subgraphs; `qconvert run` runs one")
+        wide = next((t for t in self.model.tensors if t.dtype == "int16" and t.data is None), None)
+        if wide is not None:
+            raise RunError(f"tensor '{_show(wide.name)}' is int16 (16x8 activations): `qconvert run` executes int8 "
+                           "models; run this one in LiteRT")
         raw = self.model.metadata.get(METADATA_NAME)
         if raw is None:
             raise RunError(f"the file has no '{METADATA_NAME}' metadata (integer multipliers and shifts): "

@@ -33,9 +33,11 @@ REPORT_SCHEMA_VERSION = 1
 _CALIBRATION_KEYS = {"calibration_data", "calibration_samples", "calibration_batch", "calibration_method",
                      "percentile", "seed", "ranges_file"}
 # Storage choices beside int8 (issue 17), as the convert options of the same names.
-_WIDTH_KEYS = {"weights": ("int8", "int4"), "block_size": (32, 64, 128, 256), "int4_storage": ("packed", "int8"),
+_WIDTH_KEYS = {"activations": ("int8", "int16"), "weights": ("int8", "int4"), "block_size": (32, 64, 128, 256),
+               "int4_storage": ("packed", "int8"),
                "low_bit_activations": ("error", "8bit")}
-_DEFAULT_KEYS = {"inputs_range", "input_shapes", "inputs", "outputs", "output_dir"} | _CALIBRATION_KEYS | set(_WIDTH_KEYS)
+_DEFAULT_KEYS = {"inputs_range", "input_shapes", "inputs", "outputs", "output_dir"} | _CALIBRATION_KEYS \
+    | set(_WIDTH_KEYS)
 _MODEL_KEYS = {"path", "output", "inputs_range", "input_shapes", "inputs", "outputs"} | _CALIBRATION_KEYS \
     | set(_WIDTH_KEYS)
 _NODE_RE = re.compile(r"node '([^']+)'")
