@@ -53,6 +53,7 @@ class Context:
     float_ops: set[Node] = field(default_factory=set)  # the ops that stay float (with allow_float)
     legacy_float_scale: bool = False  # post-training quantization: TF's float32 scale arithmetic
     requant: list[Any] = field(default_factory=list)  # quant.requant.Requant records, for the writer
+    qat16: bool = False  # the graph's activation FakeQuants are 16-bit (set by the inputs stage)
 
     def note(self, text: str) -> None:
         self.notes.append(text)
@@ -60,7 +61,7 @@ class Context:
     @property
     def activation_bits(self) -> int:
         """16 under ``--activations int16`` (TensorFlow's 16x8 mode), else 8."""
-        return 16 if getattr(self.options, "activations", "int8") == "int16" else 8
+        return 16 if self.qat16 or getattr(self.options, "activations", "int8") == "int16" else 8
 
 
 Pass = Callable[[Graph, Context], bool]

@@ -97,13 +97,18 @@ def concat_union_ranges(graph: Graph) -> bool:
             continue
         lo = min(r[0] for r in ranges)  # type: ignore[index]
         hi = max(r[1] for r in ranges)  # type: ignore[index]
+        producers = [graph.producer(name) for name in node.inputs[:-1]]
+        bits = max(int(p.attrs.get("num_bits", 8)) for p in producers if p is not None)
+        if bits == 16:  # 16x8: symmetric and narrow, as the inputs' FakeQuants
+            hi = max(abs(lo), abs(hi))
+            lo = -hi
         fq_out = graph.unique_name(f"{out}/union_fq")
         readers = list(graph.consumers(out))
         graph.add_tensor(Tensor(fq_out, "float32", graph.tensors[out].shape))
         mn = graph.add_const(f"{fq_out}/min", np.float32(lo))
         mx = graph.add_const(f"{fq_out}/max", np.float32(hi))
         fq = Node("FakeQuantWithMinMaxVars", [out, mn, mx], [fq_out],
-                  {"num_bits": 8, "narrow_range": False}, name=fq_out)
+                  {"num_bits": bits, "narrow_range": bits == 16}, name=fq_out)
         graph.add_node(fq, after=node)
         for r in readers:
             r.inputs = [fq_out if i == out else i for i in r.inputs]
@@ -126,12 +131,20 @@ def _grid_bits(graph: Graph, ctx: Context, node: Node, num_bits: int, where: str
     an activation (below 8 only when the user accepts the finer grid)."""
     if not 2 <= num_bits <= 16:
         raise ConversionError(f"{where}: num_bits={num_bits}; TensorFlow's FakeQuant takes 2..16 bits")
+    weight = graph.is_const(node.inputs[0]) or node.inputs[0] in constants
+    if num_bits == 16:
+        if weight:
+            raise ConversionError(f"{where}: a 16-bit weight FakeQuant; 16x8 models keep int8 weights: train the "
+                                  f"weights with 8-bit FakeQuants (num_bits=8, narrow_range)")
+        return 16
     if num_bits > 8:
-        raise ConversionError(
-            f"{where}: num_bits={num_bits}; 16-bit FakeQuant (int16 activations) is not supported yet: "
-            f"export the model with 8-bit activation FakeQuants"
-        )
-    if num_bits == 8 or graph.is_const(node.inputs[0]) or node.inputs[0] in constants:
+        raise ConversionError(f"{where}: num_bits={num_bits}; TFLite stores activations in 8 or 16 bits: use "
+                              f"num_bits=8 or 16")
+    if ctx.qat16 and not weight:
+        raise ConversionError(f"{where}: an {num_bits}-bit activation FakeQuant in a graph whose other activation "
+                              f"FakeQuants are 16-bit; a 16x8 model has int16 activations throughout: make them "
+                              f"all 16-bit")
+    if num_bits == 8 or weight:
         return num_bits
     if getattr(ctx.options, "low_bit_activations", "error") != "8bit":
         raise ConversionError(
@@ -154,13 +167,13 @@ def legalize_fake_quant(graph: Graph, ctx: Context) -> bool:
                                   f"without --block-size")
     changed = concat_union_ranges(graph)
     constants = _constant_tensors(graph)
-    if getattr(ctx.options, "activations", "int8") == "int16":
+    if getattr(ctx.options, "activations", "int8") == "int16" and not ctx.qat16:
         act = next((n for n in graph if n.op in _VARIANTS and not (graph.is_const(n.inputs[0])
                                                                     or n.inputs[0] in constants)), None)
         if act is not None:
             raise ConversionError(f"node '{act.name}' ({act.op}) on tensor '{act.inputs[0]}': --activations int16 "
-                                  f"quantizes float graphs from calibration; this graph's activations were trained "
-                                  f"with FakeQuant (16-bit QAT is not supported yet): convert it without "
+                                  f"quantizes float graphs from calibration (or 16-bit QAT graphs); this graph's "
+                                  f"activations were trained with 8-bit FakeQuants: convert it without "
                                   f"--activations int16")
     if getattr(ctx.options, "weights", "int8") == "int4":
         trained = [n for n in graph if n.op in _VARIANTS and (graph.is_const(n.inputs[0]) or n.inputs[0] in constants)]
@@ -199,6 +212,10 @@ def legalize_fake_quant(graph: Graph, ctx: Context) -> bool:
             if lo_a.size != 1 or hi_a.size != 1:
                 raise ConversionError(f"{where}: min and max must be scalars")
             params = fake_quant_params(float(lo_a[0]), float(hi_a[0]), grid, narrow)
+            if grid == 16 and params.zero_point != (0,):
+                raise ConversionError(
+                    f"{where}: the 16-bit range [{lo_a[0]:g}, {hi_a[0]:g}] gives zero point {params.zero_point[0]}; "
+                    f"TFLite's int16 kernels take zero point 0: train this FakeQuant with a symmetric range [-m, m]")
         node.op = "FAKE_QUANT"
         node.inputs = node.inputs[:1]
         node.attrs = {

@@ -17,7 +17,7 @@ from qconvert.errors import ConversionError, UsageError
 from qconvert.ir import Graph
 from qconvert.ir.passes import Context, Origin
 from qconvert.ir.qdq import insert_qdq_after
-from qconvert.quant import input_range_params, signed_range_params
+from qconvert.quant import input_range_params, int16_range_params, signed_range_params
 
 _FAKE_QUANTS = {"FakeQuantWithMinMaxArgs", "FakeQuantWithMinMaxVars", "FakeQuantWithMinMaxVarsPerChannel"}
 
@@ -50,6 +50,8 @@ def set_input_ranges(graph: Graph, ctx: Context) -> bool:
     data an input with no range is left to calibration (stage 4a')."""
     ranges = ctx.options.input_ranges
     default = ctx.options.default_ranges
+    # 16-bit activation FakeQuants make the graph a 16x8 one, from its inputs on
+    ctx.qat16 = any(n.op in _FAKE_QUANTS and int(n.attrs.get("num_bits", 8)) == 16 for n in graph)
     if getattr(ctx.options, "dynamic_range", False):  # activations stay float
         for name in ranges:
             ctx.note(f"--inputs-range {name or ''}: not used; with --block-size the activations stay float")
@@ -79,6 +81,10 @@ def set_input_ranges(graph: Graph, ctx: Context) -> bool:
                 f"(the float range of the data you feed, e.g. -1,1), or --calibration-data for a float graph"
             )
         lo, hi = named[name]
-        insert_qdq_after(graph, name, input_range_params(lo, hi), Origin.INPUT_RANGE)
+        if ctx.activation_bits == 16:  # symmetric: the int16 kernels take zero point 0
+            m = max(abs(lo), abs(hi))
+            insert_qdq_after(graph, name, int16_range_params(-m, m, legacy_float_scale=False), Origin.INPUT_RANGE)
+        else:
+            insert_qdq_after(graph, name, input_range_params(lo, hi), Origin.INPUT_RANGE)
         changed = True
     return changed

@@ -74,8 +74,8 @@ def _storage_range(num_bits: int, narrow_range: bool, signed: bool) -> tuple[int
     4-bit one, a finer grid than training used (measured on TF 2.21: a 6-bit weight gets
     scale max|w|/127). qconvert keeps the trained grid.
     """
-    if not 2 <= num_bits <= 8:
-        raise ValueError(f"num_bits={num_bits}: only 2..8-bit grids map onto int8 or int4 storage")
+    if not (2 <= num_bits <= 8 or num_bits == 16):
+        raise ValueError(f"num_bits={num_bits}: only 2..8-bit grids (int8/int4 storage) and 16 bits (int16)")
     qmin, qmax = (-(1 << (num_bits - 1)), (1 << (num_bits - 1)) - 1) if signed else (0, (1 << num_bits) - 1)
     if narrow_range:
         qmin += 1
@@ -83,9 +83,9 @@ def _storage_range(num_bits: int, narrow_range: bool, signed: bool) -> tuple[int
 
 
 def storage_dtype(num_bits: int) -> str:
-    """The storage of a ``num_bits`` weight grid: INT4 for 4 bits (as TensorFlow writes a
-    ``num_bits=4`` FakeQuant's weights), int8 for every other width up to 8."""
-    return "int4" if num_bits == 4 else "int8"
+    """The storage of a ``num_bits`` grid: INT4 for 4 bits (as TensorFlow writes a ``num_bits=4``
+    FakeQuant's weights), int16 for 16-bit activations, int8 for every other width up to 8."""
+    return "int4" if num_bits == 4 else "int16" if num_bits == 16 else "int8"
 
 
 def _expand_very_small_range(rmin: float, rmax: float) -> tuple[float, float]:

@@ -26,7 +26,7 @@ from qconvert.errors import ConversionError
 from qconvert.ir import Graph, Node
 from qconvert.ir.passes import Context
 from qconvert.ir.qdq import is_dequantize, is_quantize
-from qconvert.ops import row
+from qconvert.ops import Rule, row
 from qconvert.quant import (
     INT32_MAX,
     INT32_MIN,
@@ -55,6 +55,14 @@ def quantize_constants(graph: Graph, ctx: Context) -> bool:
         params = out.quant
         if params.dtype == "int4" and not _int4_storage(graph, ctx, node):
             params = out.quant = dataclasses.replace(params, dtype="int8")
+        if ctx.activation_bits == 16 and params.dtype == "int8" and not _read_as_weight(graph, node):
+            # 16x8: an element-wise op's operands are all int16; a FakeQuant'd int8 constant keeps its
+            # grid in int16 storage (the int16 kernels take zero point 0)
+            if set(params.zero_point) != {0}:
+                raise ConversionError(f"constant '{node.inputs[0]}': its FakeQuant range gives zero point "
+                                      f"{params.zero_point[0]}, and the int16 kernels reading it take 0: train it "
+                                      f"with a symmetric range")
+            params = out.quant = dataclasses.replace(params, dtype="int16")
         if params.dtype in ("int32", "int64"):
             if params.dtype == "int32":
                 _check_bias_fits(graph, node.inputs[0], value, params)
@@ -70,6 +78,19 @@ def quantize_constants(graph: Graph, ctx: Context) -> bool:
         dead.append(node)
     graph.remove_nodes(dead)
     return bool(dead)
+
+
+def _read_as_weight(graph: Graph, quantize: Node) -> bool:
+    """Whether every op reading this constant reads it in its weight slot (int8 in 16x8)."""
+    for dq in graph.consumers(quantize.outputs[0]):
+        for r in (graph.consumers(dq.outputs[0]) if is_dequantize(dq) else [dq]):
+            r_ = row(r.op)
+            if r_ is None or r_.rule is not Rule.WEIGHTED and not r_.weight_slots:
+                return False
+            slots = (r_.operand_slots[1],) if r_.rule is Rule.WEIGHTED else r_.weight_slots
+            if not any(s < len(r.inputs) and r.inputs[s] == dq.outputs[0] for s in slots):
+                return False
+    return True
 
 
 def _int4_storage(graph: Graph, ctx: Context, quantize: Node) -> bool:

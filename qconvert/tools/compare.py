@@ -46,6 +46,7 @@ from qconvert.frontend.tf_frozen import freeze, is_tf_model
 from qconvert.io import write_atomic
 from qconvert.ir import Graph
 from qconvert.ir.qdq import is_dequantize, is_quantize
+from qconvert.quant import round_half_away_array
 from qconvert.runtime.interpreter import quantize_float
 from qconvert.schema.litert import interpreter
 from qconvert.schema.reader import read_model as read_tflite
@@ -193,6 +194,9 @@ class _LiteRTModel:
             t, x = self.tensors[i], np.asarray(feeds[name])
             if t.dtype == "int8" and x.dtype.kind == "f":
                 x = quantize_float(x, t.scale[0], t.zero_point[0] if t.zero_point else 0)
+            elif t.dtype == "int16" and x.dtype.kind == "f":  # 16x8: zero point 0, the int16 range
+                q = round_half_away_array((x.astype(np.float32) / np.float32(t.scale[0])).astype(np.float32))
+                x = np.clip(q, -32768, 32767).astype(np.int16)
             self._it.set_tensor(i, x.astype(np.dtype(t.dtype)))
         self._it.invoke()
         values = {}
@@ -307,7 +311,7 @@ def compare(pb: str | os.PathLike, tflite: str | os.PathLike, data: str | os.Pat
     unmapped: list[str] = []
     for k, op in enumerate(model.model.operators):
         t = tensors[op.outputs[0]]
-        if t.name not in mapping or t.dtype != "int8":
+        if t.name not in mapping or t.dtype not in ("int8", "int16"):
             unmapped.append(t.name)
             continue
         rows.append(Row(k, op.builtin, t.name, tuple(t.shape), float(t.scale[0]) if t.scale else 1.0,
