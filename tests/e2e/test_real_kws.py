@@ -106,3 +106,36 @@ def test_batchnorm_graphs_with_the_exact_rsqrt_stay_within_a_few_lsb(name: str) 
     print(f"\n{name}: {report}")
     assert report.tensors > 0 and not report.zero_point_diffs, report
     assert report.within_1_fraction >= 0.98 and report.max_lsb <= 4, report
+
+
+@pytest.mark.parametrize("name", ["CNN_S", "DNN_S"])
+def test_16x8_equals_tensorflows_given_its_ranges(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--activations int16`` on a real trained graph (issue 17): given TensorFlow's recorded ranges
+    and rsqrt, the op list, every activation's parameters, every int8 weight and int64 bias, and the
+    outputs equal TensorFlow's 16x8 file. (DS_CNN_S: outputs equal too, its op list differs as in int8.)"""
+    from collections import Counter
+
+    tf = pytest.importorskip("tensorflow", reason="TensorFlow computes the MFCCs and is the oracle")
+    import oracle
+
+    from qconvert.api import convert_graph
+    from qconvert.schema.reader import read_model
+
+    pb = (KWS / f"{name}.pb").read_bytes()
+    x, shape = _mfcc_samples(tf, pb)
+    samples = {"Mfcc": x[:16]}
+    model = oracle.FloatGraph(pb, ["Mfcc"], ["labels_softmax"], {"Mfcc": shape})
+    theirs = oracle.tf_ptq_convert(model, samples, int16=True)
+    stats, calibrated = oracle.tf_calibration_statistics(model, samples)
+    oracle.use_tensorflows_rsqrt(monkeypatch)
+    assert not oracle.use_tensorflows_statistics(monkeypatch, stats, calibrated, samples)
+    ours = convert_graph(pb, inputs=["Mfcc"], outputs=["labels_softmax"], calibration_data=samples,
+                         activations="int16").model
+    a, b = read_model(ours).subgraphs[0], read_model(theirs).subgraphs[0]
+    assert Counter((o.builtin, o.version) for o in a.operators) == Counter((o.builtin, o.version) for o in b.operators)
+    assert Counter((t.scale, t.zero_point) for t in a.tensors if t.data is None) == \
+           Counter((t.scale, t.zero_point) for t in b.tensors if t.data is None)
+    consts = [Counter((t.dtype, t.shape, t.scale, t.data) for t in sg.tensors
+                      if t.data is not None and t.dtype in ("int8", "int16", "int64") and any(t.data)) for sg in (a, b)]
+    assert consts[0] == consts[1]
+    oracle.compare_models(ours, theirs)
