@@ -86,6 +86,9 @@ def convert_graph(
                                    or default_ranges is not None):
         raise UsageError("--activations int16 is TensorFlow's 16x8 post-training mode: it needs --calibration-data "
                          "(or --ranges-file) and takes neither --block-size nor --default-ranges")
+    if activations == "int16" and weights == "int4":
+        raise UsageError("--weights int4 writes int8 activations (LiteRT's INT4 kernels take int8 inputs); "
+                         "use --activations int16 with int8 weights")
     if block_size is not None:
         if weights != "int4" or block_size not in BLOCK_SIZES:
             raise UsageError(f"--block-size {block_size}: blockwise weights are int4 (--weights int4) in blocks of "

@@ -145,6 +145,9 @@ def test_refusals_are_one_line(tmp_path: Path) -> None:
     m = corpus.build_float_graph("small_classifier")
     with pytest.raises(UsageError, match="needs --calibration-data"):
         convert_graph(m.graph_def, {"input": (-1.0, 1.0)}, inputs=m.inputs, outputs=m.outputs, activations="int16")
+    with pytest.raises(UsageError, match="--weights int4 writes int8 activations"):
+        convert_graph(m.graph_def, inputs=m.inputs, outputs=m.outputs, calibration_data=_samples(m),
+                      activations="int16", weights="int4")
     with pytest.raises(ConversionError, match="trained with 8-bit FakeQuants"):
         convert_graph(ROOT / "models" / "example_qat.pb", {"input": (-1.0, 1.0)}, activations="int16",
                       calibration_data={"input": np.zeros((2, 28, 28, 1), np.float32)})
