@@ -144,7 +144,8 @@ def _union_member(union: type, code: int) -> str:
 
 def _blockwise(q: Any) -> tuple[int, int, int] | None:
     """The BlockwiseQuantization details of a tensor's quantization (schema.fbs, details type 2)."""
-    if q is None or int(q.detailsType) != schema.QuantizationDetails.BlockwiseQuantization or q.details is None:
+    blockwise = getattr(schema.QuantizationDetails, "BlockwiseQuantization", None)  # absent from older schemas
+    if q is None or blockwise is None or int(q.detailsType) != blockwise or q.details is None:
         return None
     d = q.details
     return int(d.scales), int(d.zeroPoints), int(d.blockSize)
