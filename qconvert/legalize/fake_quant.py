@@ -127,8 +127,9 @@ def _constant_tensors(graph: Graph) -> set[str]:
 
 
 def _grid_bits(graph: Graph, ctx: Context, node: Node, num_bits: int, where: str, constants: set[str]) -> int:
-    """The grid a FakeQuant's parameters describe: its own ``num_bits`` on a weight, 8 bits on
-    an activation (below 8 only when the user accepts the finer grid)."""
+    """The grid a FakeQuant's parameters describe: its own ``num_bits`` (2..8) on a weight; on an
+    activation 8 or 16 bits (16x8 QAT), and 8 for a narrower one only when the user accepts the
+    finer grid. Everything else is a one-line error."""
     if not 2 <= num_bits <= 16:
         raise ConversionError(f"{where}: num_bits={num_bits}; TensorFlow's FakeQuant takes 2..16 bits")
     weight = graph.is_const(node.inputs[0]) or node.inputs[0] in constants

@@ -206,16 +206,19 @@ def requant(op: str, inputs: Sequence[Operand | None], output: Operand, options:
 def int8_version(op: str, operands: Callable[[], tuple[Sequence[Operand | None], Operand]],
                  options: Mapping[str, Any]) -> int:
     """The version TensorFlow writes for the int8 form of ``op`` (1 for an op not in the table;
-    the row's ``int4_version`` when its weights are INT4, as TF 2.21 writes for 4-bit QAT weights).
+    the row's ``int4_version`` when its weights are INT4, as TF 2.21 writes for 4-bit QAT weights;
+    its ``int16_version`` when its output is int16, where TF's 16x8 file differs from int8).
     ``operands()`` gives (inputs, output), asked for only when the version depends on them."""
     r_ = TABLE.get(op)
     if r_ is None:
         return 1
-    if r_.int16_version is not None and operands()[1].dtype == "int16":
+    if r_.int16_version is None and r_.int4_version is None and r_.version is None:
+        return r_.int8_version
+    ins, out = operands()
+    if r_.int16_version is not None and out.dtype == "int16":
         return r_.int16_version
-    if r_.int4_version is not None:
-        ins, _ = operands()
-        slot = r_.operand_slots[1]
-        if slot < len(ins) and ins[slot] is not None and ins[slot].dtype == "int4":  # type: ignore[union-attr]
-            return r_.int4_version
-    return r_.version(r_, *operands(), options) if r_.version is not None else r_.int8_version
+    slot = r_.operand_slots[1]
+    if r_.int4_version is not None and slot < len(ins) and ins[slot] is not None \
+            and ins[slot].dtype == "int4":  # type: ignore[union-attr]
+        return r_.int4_version
+    return r_.version(r_, ins, out, options) if r_.version is not None else r_.int8_version

@@ -80,17 +80,26 @@ def quantize_constants(graph: Graph, ctx: Context) -> bool:
     return bool(dead)
 
 
-def _read_as_weight(graph: Graph, quantize: Node) -> bool:
-    """Whether every op reading this constant reads it in its weight slot (int8 in 16x8)."""
+def _readers(graph: Graph, quantize: Node) -> list[tuple[Node, list[int]]]:
+    """The ops reading a quantized constant (through its DEQUANTIZE), each with the slots it reads
+    it in."""
+    out = []
     for dq in graph.consumers(quantize.outputs[0]):
         for r in (graph.consumers(dq.outputs[0]) if is_dequantize(dq) else [dq]):
-            r_ = row(r.op)
-            if r_ is None or r_.rule is not Rule.WEIGHTED and not r_.weight_slots:
-                return False
-            slots = (r_.operand_slots[1],) if r_.rule is Rule.WEIGHTED else r_.weight_slots
-            if not any(s < len(r.inputs) and r.inputs[s] == dq.outputs[0] for s in slots):
-                return False
-    return True
+            out.append((r, [k for k, i in enumerate(r.inputs) if i == dq.outputs[0]]))
+    return out
+
+
+def _weight_slots(op: str) -> tuple[int, ...]:
+    r_ = row(op)
+    if r_ is None:
+        return ()
+    return (r_.operand_slots[1],) if r_.rule is Rule.WEIGHTED else r_.weight_slots
+
+
+def _read_as_weight(graph: Graph, quantize: Node) -> bool:
+    """Whether every op reading this constant reads it in its weight slot (int8 in 16x8)."""
+    return all(slots and set(slots) <= set(_weight_slots(r.op)) for r, slots in _readers(graph, quantize))
 
 
 def _int4_storage(graph: Graph, ctx: Context, quantize: Node) -> bool:
@@ -98,17 +107,13 @@ def _int4_storage(graph: Graph, ctx: Context, quantize: Node) -> bool:
     op reading it takes INT4 in its weight slot; otherwise a note says where it stays int8."""
     if getattr(ctx.options, "int4_storage", "packed") == "int8":
         return False
-    name = quantize.outputs[0]
-    for dq in graph.consumers(name):
-        readers = graph.consumers(dq.outputs[0]) if is_dequantize(dq) else [dq]
-        for r in readers:
-            r_ = row(r.op)
-            slot = r_.operand_slots[1] if r_ is not None else -1
-            if r_ is None or r_.int4_version is None or slot >= len(r.inputs) or r.inputs[slot] != dq.outputs[0]:
-                q = graph.tensors[name].quant
-                ctx.note(f"weight '{quantize.inputs[0]}': 4-bit values stored as int8 in [{q.qmin}, {q.qmax}]: "
-                         f"{r.op} '{r.name}' takes no INT4 operand")
-                return False
+    for r, slots in _readers(graph, quantize):
+        r_ = row(r.op)
+        if r_ is None or r_.int4_version is None or slots != [r_.operand_slots[1]]:
+            q = graph.tensors[quantize.outputs[0]].quant
+            ctx.note(f"weight '{quantize.inputs[0]}': 4-bit values stored as int8 in [{q.qmin}, {q.qmax}]: "
+                     f"{r.op} '{r.name}' takes no INT4 operand")
+            return False
     return True
 
 

@@ -57,6 +57,11 @@ class IntegerModel:
             raise RunError(str(exc)) from None
         if len(self.model.subgraphs) != 1:
             raise RunError(f"the model has {len(self.model.subgraphs)} subgraphs; `qconvert run` runs one")
+        block = next((t for t in self.model.tensors if t.blockwise is not None), None)
+        if block is not None:
+            raise RunError(f"tensor '{_show(block.name)}' has blockwise (sub-channel) quantization: `qconvert run` "
+                           "executes int8 models with per-tensor or per-channel parameters; run this one in "
+                           "LiteRT (XNNPACK)")
         wide = next((t for t in self.model.tensors if t.dtype == "int16" and t.data is None), None)
         if wide is not None:
             raise RunError(f"tensor '{_show(wide.name)}' is int16 (16x8 activations): `qconvert run` executes int8 "

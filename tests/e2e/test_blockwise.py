@@ -20,6 +20,8 @@ import pytest
 pytest.importorskip("tensorflow", reason="the graphs are built with TensorFlow")
 pytest.importorskip("ai_edge_litert", reason="ai-edge-litert runs the converted models")
 
+import oracle  # noqa: E402
+
 from qconvert.api import convert_graph  # noqa: E402
 from qconvert.errors import ConversionError, UsageError  # noqa: E402
 from qconvert.schema.reader import read_model  # noqa: E402
@@ -34,7 +36,7 @@ def _mlp(widths: tuple[int, ...] = (256, 128, 64), seed: int = 0) -> bytes:
     rng = np.random.default_rng(seed)
     g = tf.Graph()
     with g.as_default():
-        x = y = tf.compat.v1.placeholder(tf.float32, [1, widths[0]], name="input")
+        y = tf.compat.v1.placeholder(tf.float32, [1, widths[0]], name="input")
         for k, (i, o) in enumerate(zip(widths[:-1], widths[1:])):
             w = rng.normal(0, np.sqrt(2.0 / i), [i, o]).astype(np.float32)
             w[:, 0] *= 8.0  # one large output row: per-channel scales differ, blocks differ more
@@ -43,14 +45,6 @@ def _mlp(widths: tuple[int, ...] = (256, 128, 64), seed: int = 0) -> bytes:
                 y = tf.nn.relu(y)
         tf.identity(y, name="output")
     return g.as_graph_def().SerializeToString()
-
-
-def _float_weights(graph_def: bytes) -> list[np.ndarray]:
-    import tensorflow as tf
-
-    gd = tf.compat.v1.GraphDef.FromString(graph_def)
-    consts = {n.name: tf.make_ndarray(n.attr["value"].tensor) for n in gd.node if n.op == "Const"}
-    return [consts[n.input[1]].T for n in gd.node if n.op == "MatMul"]  # TFLite's [O, I]
 
 
 def _dequantized(sg, t) -> np.ndarray:  # type: ignore[no-untyped-def]
@@ -62,12 +56,13 @@ def _dequantized(sg, t) -> np.ndarray:  # type: ignore[no-untyped-def]
 @pytest.mark.parametrize("block", [32, 64, 128])
 def test_blockwise_values_and_layout_by_hand(block: int) -> None:
     graph_def = _mlp()
-    sg = read_model(convert_graph(graph_def, weights="int4", block_size=block).model).subgraphs[0]
+    model = read_model(convert_graph(graph_def, weights="int4", block_size=block).model)
+    sg = model.subgraphs[0]
     fcs = [o for o in sg.operators if o.builtin == "FULLY_CONNECTED"]
     assert len(fcs) == 2 and {o.version for o in fcs} == {1}
     assert all(t.dtype == "float32" for k, t in enumerate(sg.tensors)
                if t.data is None)  # activations float: dynamic range
-    for o, w in zip(fcs, _float_weights(graph_def)):
+    for o, w in zip(fcs, oracle.tflite_layout_weights(graph_def)):
         t = sg.tensors[o.inputs[1]]
         assert t.dtype == "int4" and t.scale == () and t.blockwise is not None
         scales_at, zero_points, size = t.blockwise
@@ -80,7 +75,7 @@ def test_blockwise_values_and_layout_by_hand(block: int) -> None:
         want = np.clip(np.sign(x) * np.floor(np.abs(x) + 0.5), -7, 7).reshape(w.shape)
         assert np.array_equal(t.array(), want.astype(np.int8))
         assert len(t.data) == w.size // 2
-    assert "qconvert_requant" not in read_model(convert_graph(graph_def, weights="int4", block_size=block).model).metadata
+    assert "qconvert_requant" not in model.metadata  # a float model has no requantization
 
 
 def test_xnnpack_runs_it_within_1_5_percent() -> None:
@@ -113,7 +108,8 @@ def test_blockwise_is_closer_to_the_float_weights_than_per_channel() -> None:
     of blockwise int4 (blocks of 32) is below per-channel int4's, and above per-channel int8's."""
     graph_def = _mlp()
     block = read_model(convert_graph(graph_def, weights="int4", block_size=32).model).subgraphs[0]
-    for o, w in zip([o for o in block.operators if o.builtin == "FULLY_CONNECTED"], _float_weights(graph_def)):
+    fcs = [o for o in block.operators if o.builtin == "FULLY_CONNECTED"]
+    for o, w in zip(fcs, oracle.tflite_layout_weights(graph_def)):
         b_err = np.linalg.norm(_dequantized(block, block.tensors[o.inputs[1]]) - w) / np.linalg.norm(w)
         m = np.abs(w).max(axis=1, keepdims=True)
         c4 = np.clip(np.round(w / (m / 7)), -7, 7) * (m / 7)
@@ -151,3 +147,13 @@ def test_command_line(tmp_path: Path) -> None:
     assert read_model((tmp_path / "mlp.tflite").read_bytes()).subgraphs[0].tensors
     done = subprocess.run([*cmd[:4], "--block-size", "32"], capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "--weights int4" in done.stderr
+
+
+def test_run_refuses_it_in_one_line() -> None:
+    """``qconvert run`` executes per-tensor and per-channel parameters only; a blockwise weight is a
+    one-line error naming the tensor, not a result computed from the wrong scales."""
+    from qconvert.errors import RunError
+    from qconvert.runtime.interpreter import IntegerModel
+
+    with pytest.raises(RunError, match=r"tensor '.*' has blockwise .*LiteRT \(XNNPACK\)"):
+        IntegerModel(convert_graph(_mlp(), weights="int4", block_size=32).model)

@@ -163,7 +163,8 @@ def _low_bit_activation_graph(bits: int) -> corpus.CorpusModel:
 
 def test_activations_under_8_bits_are_one_clear_error() -> None:
     m = _low_bit_activation_graph(6)
-    with pytest.raises(ConversionError, match=r"node 'conv/fq'.*6-bit activation FakeQuant.*--low-bit-activations 8bit"):
+    with pytest.raises(ConversionError,
+                       match=r"node 'conv/fq'.*6-bit activation FakeQuant.*--low-bit-activations 8bit"):
         _ours(m)
 
 
@@ -184,20 +185,6 @@ def test_activations_under_8_bits_at_8bit_resolution_when_asked() -> None:
 # --weights int4: per-channel INT4 weights for float graphs (post-training, int8 activations)
 
 
-def _float_weights(m: corpus.CorpusModel) -> list[np.ndarray]:
-    """The float graph's weight constants in op order, TFLite's layout ([O, H, W, I] / [O, I])."""
-    import tensorflow as tf
-
-    gd = tf.compat.v1.GraphDef.FromString(m.graph_def)
-    consts = {n.name: tf.make_ndarray(n.attr["value"].tensor) for n in gd.node if n.op == "Const"}
-    out = []
-    for n in gd.node:
-        if n.op in ("Conv2D", "MatMul"):
-            w = consts[n.input[1]]
-            out.append(np.moveaxis(w, -1, 0) if n.op == "Conv2D" else w.T)
-    return out
-
-
 def _ptq(m: corpus.CorpusModel, **kw: str):  # type: ignore[no-untyped-def]
     rng = np.random.default_rng(0)
     samples = {k: rng.uniform(*m.input_ranges[k], size=[16, *m.shapes[k][1:]]).astype(np.float32) for k in m.inputs}
@@ -214,7 +201,7 @@ def test_weights_int4_are_per_channel_max_over_7_by_hand() -> None:
     ops = [o for o in sg.operators if o.builtin in ("CONV_2D", "FULLY_CONNECTED")]
     assert [(o.builtin, o.version) for o in ops] == [("CONV_2D", 7), ("CONV_2D", 7), ("FULLY_CONNECTED", 10)]
     assert [n for n in result.notes if "DEPTHWISE_CONV_2D" in n and "int8 weights" in n]
-    for o, w in zip(ops, _float_weights(m)):
+    for o, w in zip(ops, oracle.tflite_layout_weights(m.graph_def)):
         t = sg.tensors[o.inputs[1]]
         assert t.dtype == "int4" and t.quantized_dimension == 0 and set(t.zero_point) == {0}
         m_abs = np.abs(w.reshape(w.shape[0], -1)).max(axis=1).astype(np.float64)
