@@ -117,8 +117,8 @@ def convert_graph(
                           int4_storage=int4_storage, low_bit_activations=low_bit_activations,
                           weights=weights, block_size=block_size, activations=activations)
         graph, ctx = run(graph, options)
-        if not options.dynamic_range and activations == "int8":  # records describe the int8 kernels
-            graph.metadata[METADATA_NAME] = encode(ctx.requant)
+        if not options.dynamic_range:  # records describe the integer kernels (none: float activations)
+            graph.metadata[METADATA_NAME] = encode(ctx.requant, int16=activations == "int16")
         return Result(write_model(graph, description=_description()), graph, list(ctx.notes))
 
 

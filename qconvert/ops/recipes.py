@@ -14,6 +14,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from qconvert import quant as qm
+from qconvert.quant.int16_params import logistic_tanh_int16_params, softmax_int16_params
 from qconvert.quant.requant import Operand
 
 Inputs = Sequence["Operand | None"]
@@ -52,9 +53,24 @@ def fully_connected(row: Any, ins: Inputs, out: Operand, options: Mapping[str, A
             "per_channel": len(w.scale) > 1, "wide": qm.fully_connected_effective_scales(x.s, w.scale, out.s)}
 
 
+def _bounds(out: Operand) -> tuple[int, int]:
+    """The output's integer range: int16 (16x8) or int8."""
+    return (-32768, 32767) if out.dtype == "int16" else (-128, 127)
+
+
 def add_sub(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> Parts:
     p = qm.add_sub_requant(_input(ins, 0).s, _input(ins, 1).s, out.s, row.name == "SUB")
     return {"pairs": [p["input1"], p["input2"], p["output"]], "left_shift": int(p["left_shift"])}  # type: ignore[arg-type]
+
+
+def add_sub16(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> Parts:
+    """int16 ADD / SUB with ``pot_scale_int16`` false (what TensorFlow writes): the int8 recipe
+    with left shift 15 (add.cc / sub.cc Prepare)."""
+    if options.get("pot_scale_int16", True):
+        raise ValueError("an int16 ADD/SUB with pot_scale_int16 true takes power-of-two scales; qconvert "
+                         "writes pot_scale_int16 false")
+    p = qm.add_sub_requant(_input(ins, 0).s, _input(ins, 1).s, out.s, row.name == "SUB", left_shift=15)
+    return {"pairs": [p["input1"], p["input2"], p["output"]], "left_shift": 15}
 
 
 def mul(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> Parts:
@@ -84,7 +100,7 @@ def sum_(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> Par
 def relu(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> Parts:
     """Standalone RELU / RELU6 / RELU_N1_TO_1: the ratio, and the activation's own clamp."""
     return {"pairs": [qm.relu_requant(_input(ins, 0).s, out.s)],
-            "clamp": qm.activation_range(row.activation, out.s, out.zp)}
+            "clamp": qm.activation_range(row.activation, out.s, out.zp, *_bounds(out))}
 
 
 def leaky_relu(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> Parts:
@@ -133,6 +149,28 @@ def gelu(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> Par
 def softmax(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> Parts:
     beta = options.get("beta")
     return {"pairs": [qm.softmax_requant(_input(ins, 0).s, 1.0 if beta is None else float(beta))]}
+
+
+def _zero_points_zero(ins: Inputs, out: Operand) -> Operand:
+    x = _input(ins, 0)
+    if x.zp or out.zp:
+        raise ValueError(f"int16 input zero point {x.zp} / output {out.zp}: the int16 kernel takes 0")
+    return x
+
+
+def softmax16(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> Parts:
+    """int16 SOFTMAX (SoftmaxPrepare): one pair, ``input_scale * beta / (10 / 65535)``; the
+    kernel's exp and 1/(1+x) tables are constants of the kernel, not of the model."""
+    beta = options.get("beta")
+    x = _zero_points_zero(ins, out)
+    return {"pairs": [softmax_int16_params(x.s, 1.0 if beta is None else float(beta))]}
+
+
+def logistic_tanh16(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> Parts:
+    """int16 LOGISTIC / TANH (SigmoidPrepare / TanhPrepare): one pair, (input_multiplier,
+    input_left_shift) that bring the input to the kernel's table resolution."""
+    x = _zero_points_zero(ins, out)
+    return {"pairs": [logistic_tanh_int16_params(x.s, row.name)]}
 
 
 def lookup_table(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> Parts:

@@ -60,6 +60,7 @@ class OpRow:
     int16_options: tuple[tuple[str, Any], ...] = ()
     int16_version: int | None = None
     int16: bool = True  # has a 16x8 form (measured: TF 2.21 quantizes it and LiteRT runs it)
+    requant16: Callable[..., dict[str, Any]] | None = None  # the int16 kernel's recipe where it differs
     # constant folding, identities (fold)
     kernel: Callable[..., Any] | None = None  # float32 kernel: kernel(node, *values)
     folds: bool = False  # constant folding evaluates it when all its inputs are constants
@@ -102,16 +103,19 @@ TABLE: dict[str, OpRow] = dict([
     _row("FULLY_CONNECTED", Rule.WEIGHTED, 4, int4_version=10, int4_in_reference=True, blockwise_weights=True,
          int16_options=(("quantized_bias_type", "INT64"),), fuses_activation=True, float_inputs=(0,),
          kernel=k.fully_connected, folds=True, requant=r.fully_connected, version=r.fully_connected_version),
-    _row("ADD", Rule.FREE, 2, int16_options=(("pot_scale_int16", False),), fuses_activation=True, bias_sign=1,
+    _row("ADD", Rule.FREE, 2, int16_options=(("pot_scale_int16", False),), requant16=r.add_sub16,
+         fuses_activation=True, bias_sign=1,
          neutral=(0.0, (0, 1)), in_place=True,
          kernel=k.binary(lambda a, b: a + b), folds=True, requant=r.add_sub, arith="add"),
-    _row("SUB", Rule.FREE, 2, int16_options=(("pot_scale_int16", False),), fuses_activation=True, bias_sign=-1,
+    _row("SUB", Rule.FREE, 2, int16_options=(("pot_scale_int16", False),), requant16=r.add_sub16,
+         fuses_activation=True, bias_sign=-1,
          neutral=(0.0, (1,)), in_place=True,
          kernel=k.binary(lambda a, b: a - b), folds=True, requant=r.add_sub, arith="sub"),
     _row("MUL", Rule.FREE, 2, fuses_activation=True, scales_weights=True, neutral=(1.0, (0, 1)), in_place=True,
          kernel=k.binary(lambda a, b: a * b), folds=True, requant=r.mul, version=r.mul_version, arith="mul"),
     _row("MEAN", Rule.FREE, 2, float_inputs=(0,), removable_if_same_shape=True, kernel=k.mean, requant=r.mean),
-    _row("SUM", Rule.FREE, 2, float_inputs=(0,), kernel=k.reduce_sum, requant=r.sum_),
+    # LiteRT's int16 SUM adds the raw int16 values (no rescale, wrapping): no usable 16x8 form (measured)
+    _row("SUM", Rule.FREE, 2, int16=False, float_inputs=(0,), kernel=k.reduce_sum, requant=r.sum_),
     _row("SLICE", Rule.SAME_SCALE, 2, float_inputs=(0,), kernel=k.slice_, folds=True),
     _row("STRIDED_SLICE", Rule.SAME_SCALE, 2, float_inputs=(0,), kernel=k.strided_slice, folds=True),
     _row("RELU", Rule.FREE, 2, activation="RELU", kernel=k.relu, requant=r.relu),
@@ -146,22 +150,26 @@ TABLE: dict[str, OpRow] = dict([
     _row("SQUEEZE", Rule.SAME_SCALE, 1, reshapes=True, folds=True),
     _row("PAD", Rule.SAME_SCALE, 2, float_inputs=(0,), kernel=k.pad, folds=True, zero_pads=True),
     _row("SOFTMAX", Rule.FIXED, 2, fixed=(1.0 / 256.0, -128), fixed16=(1.0 / 32768.0, 0), kernel=k.softmax,
-         requant=r.softmax),
+         requant=r.softmax, requant16=r.softmax16),
     _row("LOGISTIC", Rule.FIXED, 2, fixed=(1.0 / 256.0, -128), fixed16=(1.0 / 32768.0, 0), kernel=k.logistic,
-         requant=r.lookup_table),
+         requant=r.lookup_table, requant16=r.logistic_tanh16),
     _row("TANH", Rule.FIXED, 2, fixed=(1.0 / 128.0, 0), fixed16=(1.0 / 32768.0, 0), kernel=k.tanh,
-         requant=r.lookup_table),
+         requant=r.lookup_table, requant16=r.logistic_tanh16),
     _row("QUANTIZE", Rule.QUANT, 1, int16_version=2, requant=r.requantize),  # int16 → int16: v2 (TF 2.21)
     _row("DEQUANTIZE", Rule.QUANT, 2),
     _row("FAKE_QUANT", Rule.QUANT, 1, kernel=k.fake_quant, folds=True, dropped_after_legalize=True),
     _row("TRANSPOSE", Rule.SAME_SCALE, 2, float_inputs=(0,), kernel=k.transpose, folds=True, layout="transpose"),
     _row("SPACE_TO_DEPTH", Rule.SAME_SCALE, 2, int16=False, kernel=k.space_to_depth, folds=True),
     _row("DEPTH_TO_SPACE", Rule.SAME_SCALE, 2, int16=False, kernel=k.depth_to_space, folds=True),
-    _row("ARG_MAX", Rule.FREE, 2, float_inputs=(0,), kernel=k.arg_max),  # int32/int64 output: no parameters
+    # int32/int64 output: no parameters; TF 2.21 has no 16x8 form, LiteRT no int16 kernel
+    _row("ARG_MAX", Rule.FREE, 2, int16=False, float_inputs=(0,), kernel=k.arg_max),
     _row("GATHER", Rule.SAME_SCALE, 2, float_inputs=(0,), kernel=k.gather, folds=True),
     _row("SPACE_TO_BATCH_ND", Rule.SAME_SCALE, 2, float_inputs=(0,), kernel=k.space_to_batch_nd),
     _row("BATCH_TO_SPACE_ND", Rule.SAME_SCALE, 2, float_inputs=(0,), kernel=k.batch_to_space_nd),
 ])
+
+# recipes that build int8 lookup tables: no record for the int16 form of their ops (`run` refuses those)
+_INT8_TABLES = (r.lookup_table, r.rsqrt, r.gelu, r.hard_swish)
 
 # The fused_activation_function values a kernel clamps to (kernel_util.cc).
 CLAMPS = ("NONE", "RELU", "RELU6", "RELU_N1_TO_1")
@@ -190,11 +198,16 @@ def requant(op: str, inputs: Sequence[Operand | None], output: Operand, options:
     its tensors (the converter stores it, ``dump`` recomputes it to check a file). None for an
     op that neither rescales nor clamps. ValueError when the scales are out of the kernel's reach."""
     act = str(options.get("fused_activation_function", "NONE") or "NONE")
-    recipe = TABLE[op].requant if op in TABLE else None
+    r_ = TABLE.get(op)
+    int16 = output.dtype == "int16"  # 16x8: the int16 kernel's recipe where it has its own
+    recipe = None if r_ is None else (r_.requant16 or r_.requant) if int16 else r_.requant
+    if int16 and recipe in _INT8_TABLES:  # an int8 lookup table means nothing to the int16 kernel
+        recipe = None
     if recipe is None and act == "NONE":
         return None
-    lo, hi = qm.activation_range(act, output.s, output.zp) if act in CLAMPS else (-128, 127)
-    parts = recipe(TABLE[op], inputs, output, options) if recipe is not None else {}
+    bounds = (-32768, 32767) if int16 else (-128, 127)
+    lo, hi = qm.activation_range(act, output.s, output.zp, *bounds) if act in CLAMPS else bounds
+    parts = recipe(r_, inputs, output, options) if recipe is not None else {}
     lo, hi = parts.get("clamp", (lo, hi))
     return Requant(op_index=index, builtin=op, act_min=int(lo), act_max=int(hi),
                    left_shift=int(parts.get("left_shift", 0)),

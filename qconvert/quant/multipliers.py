@@ -133,9 +133,11 @@ def fully_connected_requant(
     return [quantize_multiplier(product / float(out_f))]
 
 
-def add_sub_requant(in1_scale: float, in2_scale: float, out_scale: float, is_sub: bool = False) -> dict[str, object]:
+def add_sub_requant(in1_scale: float, in2_scale: float, out_scale: float, is_sub: bool = False,
+                    left_shift: int = 20) -> dict[str, object]:
     """ADD / SUB int8 Prepare parameters (lite/kernels/add.cc ``Prepare``,
-    lite/kernels/sub.cc ``PrepareGeneralSubOp``).
+    lite/kernels/sub.cc ``PrepareGeneralSubOp``); int16 with general scales
+    (``pot_scale_int16`` false) is the same with ``left_shift = 15``.
 
     ``left_shift = 20``; ``twice_max = 2 * max(s1, s2)`` (float, exact);
     input multipliers ``double(s_i) / twice_max`` via SmallerThanOneExp; output
@@ -148,7 +150,6 @@ def add_sub_requant(in1_scale: float, in2_scale: float, out_scale: float, is_sub
     ``input1``, ``input2``, ``output`` pairs.
     """
     s1, s2, so = _f32(in1_scale), _f32(in2_scale), _f32(out_scale)
-    left_shift = 20
     twice_max = float(np.float32(np.float32(2.0) * max(s1, s2)))
     real1 = float(s1) / twice_max
     real2 = float(s2) / twice_max

@@ -93,9 +93,6 @@ def check_int8(graph: Graph, ctx: Context) -> bool:
 
 
 def requant_records(graph: Graph, ctx: Context) -> bool:
-    if ctx.activation_bits == 16:  # int16 kernels rescale differently; `run` does not execute them yet
-        ctx.requant = []
-        return False
     records = []
     for index, node in enumerate(graph.nodes):
         if _is_float(graph, ctx, node):

@@ -86,3 +86,14 @@ def scale_by_binary64(acc: np.ndarray, bits: np.ndarray) -> np.ndarray:
     a, b = np.broadcast_arrays(np.asarray(acc, I64), np.asarray(bits, np.uint64))
     out = [_scale_by_binary64(int(x), int(y)) for x, y in zip(a.reshape(-1).tolist(), b.reshape(-1).tolist())]
     return np.asarray(out, dtype=I64).reshape(a.shape)
+
+
+def mbqm_int64(x: np.ndarray, multiplier: np.ndarray | int, shift: np.ndarray | int) -> np.ndarray:
+    """``MultiplyByQuantizedMultiplier`` on an int64 accumulator (common.h), what the 16x8
+    kernels (CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, TRANSPOSE_CONV with int16 inputs)
+    rescale with: the multiplier rounded to 16 bits, ``(m + 2**15) >> 16`` (0x7FFF from
+    0x7FFF0000 up), then ``(x * m16 + 2**(14 - shift)) >> (15 - shift)``. |x| < 2**47."""
+    m = np.asarray(multiplier, I64)
+    reduced = np.where(m < 0x7FFF0000, (m + (1 << 15)) >> 16, 0x7FFF)
+    total = 15 - np.asarray(shift, I64)
+    return (np.asarray(x, I64) * reduced + np.left_shift(I64(1), total - 1)) >> total

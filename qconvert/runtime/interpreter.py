@@ -1,6 +1,7 @@
 """``qconvert run``: execute a qconvert .tflite with integers only.
 
-The model's own arithmetic uses the int8/int32 buffers, the zero points, and the
+The model's own arithmetic uses the int8/int32 buffers (int16 activations and int64 biases
+in a 16x8 file, int8 values of INT4 weights), the zero points, and the
 multipliers, shifts and clamps of the ``qconvert_requant`` metadata, never a float scale.
 Float scales are read at the boundary only: a QUANTIZE that takes a float32 model input,
 a DEQUANTIZE that gives a float32 model output, and float data fed to an int8 input when
@@ -21,7 +22,7 @@ import numpy as np
 from qconvert.errors import KernelError, RunError
 from qconvert.ops import Rule, row
 from qconvert.quant import round_half_away_array
-from qconvert.runtime.kernels import KERNELS, OpCall
+from qconvert.runtime.kernels import INT16_KERNELS, KERNELS, OpCall
 from qconvert.schema.reader import read_model
 from qconvert.schema.requant_metadata import METADATA_NAME, decode
 
@@ -41,11 +42,14 @@ def _show(name: str) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def quantize_float(x: np.ndarray, scale: float, zero_point: int) -> np.ndarray:
+_RANGES = {"int8": (-128, 127), "int16": (-32768, 32767)}
+
+
+def quantize_float(x: np.ndarray, scale: float, zero_point: int, dtype: str = "int8") -> np.ndarray:
     """The float boundary (reference AffineQuantize): ``round(x / scale)`` in float32, ties
-    away from zero, plus the zero point, clamped to int8."""
+    away from zero, plus the zero point, clamped to int8 (int16)."""
     q = round_half_away_array((np.asarray(x, np.float32) / np.float32(scale)).astype(np.float32))
-    return np.clip(q.astype(np.int64) + int(zero_point), -128, 127).astype(np.int8)
+    return np.clip(q.astype(np.int64) + int(zero_point), *_RANGES[dtype]).astype(dtype)
 
 
 class IntegerModel:
@@ -62,10 +66,6 @@ class IntegerModel:
             raise RunError(f"tensor '{_show(block.name)}' has blockwise (sub-channel) quantization: `qconvert run` "
                            "executes int8 models with per-tensor or per-channel parameters; run this one in "
                            "LiteRT (XNNPACK)")
-        wide = next((t for t in self.model.tensors if t.dtype == "int16" and t.data is None), None)
-        if wide is not None:
-            raise RunError(f"tensor '{_show(wide.name)}' is int16 (16x8 activations): `qconvert run` executes int8 "
-                           "models; run this one in LiteRT")
         raw = self.model.metadata.get(METADATA_NAME)
         if raw is None:
             raise RunError(f"the file has no '{METADATA_NAME}' metadata (integer multipliers and shifts): "
@@ -89,8 +89,9 @@ class IntegerModel:
                                f"`qconvert run` supports {', '.join(sorted({*KERNELS, 'DEQUANTIZE'}))}")
             self._check_types(i, op)
         for t in self.tensors:
-            if t.dtype == "int8" and any(not -128 <= z <= 127 for z in t.zero_point):
-                raise RunError(f"int8 tensor '{_show(t.name)}' has a zero point outside [-128, 127]")
+            if t.dtype in _RANGES and t.data is None and any(not _RANGES[t.dtype][0] <= z <= _RANGES[t.dtype][1]
+                                                             for z in t.zero_point):
+                raise RunError(f"{t.dtype} tensor '{_show(t.name)}' has a zero point outside {list(_RANGES[t.dtype])}")
             if any(d < 0 for d in t.shape) or int(np.prod(t.shape, dtype=np.float64)) > MAX_ELEMENTS:
                 raise RunError(f"tensor '{_show(t.name)}' has shape {list(t.shape)}; `qconvert run` needs "
                                f"static shapes of at most {MAX_ELEMENTS} elements")
@@ -98,19 +99,25 @@ class IntegerModel:
         self.output_names = [self.tensors[i].name for i in self.model.outputs]
 
     def _check_types(self, k: int, op: Any) -> None:
-        """int8 activations (int32 only for biases, shapes and axes); float only at the boundary."""
+        """int8 activations, or int16 ones (16x8; int32/int64 only for biases, shapes and axes);
+        float only at the boundary; QUANTIZE may change int8 to int16 and back."""
         acts = [t for t in op.inputs + op.outputs if t >= 0 and self.tensors[t].data is None
                 and not (t in op.outputs and self.tensors[t].dtype in ("int32", "int64"))]  # ARG_MAX's index
         kinds = {self.tensors[t].dtype for t in acts}
-        boundary = _converts(op) and kinds <= {"float32", "int8"}
-        if kinds != {"int8"} and not boundary:
-            odd = next(t for t in acts if self.tensors[t].dtype != "int8")
+        boundary = _converts(op) and len(kinds - {"float32"}) == 1 and kinds - {"float32"} <= set(_RANGES)
+        if kinds not in ({"int8"}, {"int16"}) and not boundary \
+                and not (_converts(op) and op.builtin in KERNELS and kinds == {"int8", "int16"}):  # requantize
+            main = self.tensors[op.outputs[0]].dtype if self.tensors[op.outputs[0]].dtype in _RANGES else "int8"
+            odd = next(t for t in acts if self.tensors[t].dtype != main)
             raise RunError(f"operator {k} ({op.builtin} '{self._name(op)}') has a {self.tensors[odd].dtype} "
-                           f"tensor '{_show(self.tensors[odd].name)}'; `qconvert run` executes fully-int8 models "
-                           "(float only at the model's inputs and outputs)")
+                           f"tensor '{_show(self.tensors[odd].name)}'; `qconvert run` executes int8 and 16x8 "
+                           "models (float only at the model's inputs and outputs)")
+        if "int16" in kinds and op.builtin not in INT16_KERNELS and not _converts(op):
+            raise RunError(f"operator {k} ({op.builtin} '{self._name(op)}') is int16: `qconvert run` has no int16 "
+                           f"kernel for {op.builtin}; run this file in LiteRT")
         for t in acts:
-            if self.tensors[t].dtype == "int8" and not self.tensors[t].zero_point:
-                raise RunError(f"int8 tensor '{_show(self.tensors[t].name)}' has no zero point")
+            if self.tensors[t].dtype in _RANGES and not self.tensors[t].zero_point:
+                raise RunError(f"{self.tensors[t].dtype} tensor '{_show(self.tensors[t].name)}' has no zero point")
 
     def _name(self, op: Any) -> str:
         return _show(self.tensors[op.outputs[0]].name) if op.outputs else "?"
@@ -130,10 +137,10 @@ class IntegerModel:
             raise RunError(f"input '{_show(t.name)}' is {list(value.shape)}, the model wants {list(t.shape)}")
         if value.dtype == np.dtype(t.dtype):
             return value
-        if value.dtype.kind == "f" and t.dtype == "int8" and quantize_inputs:
-            return quantize_float(value, t.scale[0], self._zp(index))
+        if value.dtype.kind == "f" and t.dtype in _RANGES and quantize_inputs:
+            return quantize_float(value, t.scale[0], self._zp(index), t.dtype)
         hint = " (pass --quantize-inputs to quantize float data with the input's scale)" if (
-            value.dtype.kind == "f" and t.dtype == "int8") else ""
+            value.dtype.kind == "f" and t.dtype in _RANGES) else ""
         raise RunError(f"input '{_show(t.name)}' is {value.dtype}, the model wants {t.dtype}{hint}")
 
     def run(self, feeds: Mapping[str, np.ndarray], trace: bool = False,
@@ -186,11 +193,12 @@ class IntegerModel:
         except (ValueError, TypeError) as exc:  # a constant whose bytes do not fit its shape or type
             raise RunError(f"{where}: an input cannot be read: {exc}") from None
         for i, v in zip(op.inputs, inputs):
-            if v is not None and self.tensors[i].data is not None and v.dtype.name not in ("int8", "int32", "int64"):
-                raise RunError(f"{where}: constant '{_show(self.tensors[i].name)}' is {v.dtype.name}; an int8 "
-                               "model's constants are int8 weights, int32 biases and int32/int64 shapes")
+            if v is not None and self.tensors[i].data is not None and v.dtype.name not in ("int8", "int16", "int32",
+                                                                                           "int64"):
+                raise RunError(f"{where}: constant '{_show(self.tensors[i].name)}' is {v.dtype.name}; an integer "
+                               "model's constants are int8 weights, int16 operands, int32/int64 biases and shapes")
         if _converts(op) and inputs[0].dtype == np.float32:  # float boundary: quantize
-            return quantize_float(inputs[0], out.scale[0], self._zp(op.outputs[0]))
+            return quantize_float(inputs[0], out.scale[0], self._zp(op.outputs[0]), out.dtype)
         if _converts(op) and out.dtype == "float32":  # float boundary: dequantize
             src = self.tensors[op.inputs[0]]
             return ((inputs[0].astype(np.int32) - self._zp(op.inputs[0])).astype(np.float32)
@@ -200,7 +208,7 @@ class IntegerModel:
             index=k, builtin=op.builtin, name=_show(out.name), options=op.options, inputs=inputs,
             input_zps=[self._zp(i) if i >= 0 else 0 for i in op.inputs], output_zp=self._zp(op.outputs[0]),
             output_shape=tuple(out.shape), record=self.records.get(k),
-            integer_fully_connected=self.integer_fully_connected,
+            integer_fully_connected=self.integer_fully_connected, output_dtype=out.dtype,
         )
         try:
             y = kernel(call)

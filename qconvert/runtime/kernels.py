@@ -1,7 +1,12 @@
 """Integer kernels: TFLite's int8 reference kernels (``OpResolverType.BUILTIN_REF``) in numpy.
 
+16x8 files (int16 activations, int64 biases): CONV_2D, DEPTHWISE_CONV_2D and TRANSPOSE_CONV
+rescale their int64 accumulator with the multiplier cut to 16 bits (``mbqm_int64``); LOGISTIC,
+TANH and SOFTMAX are the int16 kernels of ``transcendental16``; ops that move data or clamp are
+the same on both widths.
+
 FULLY_CONNECTED: LiteRT 2.3's reference kernel rounds ``acc * (in*w/out)`` in double
-precision; qconvert stores that factor's 64 bits (the record's wide flag) and reproduces
+precision (int8 and int16 inputs alike); qconvert stores that factor's 64 bits (the record's wide flag) and reproduces
 the double product and its rounding with integers. ``integer_fully_connected`` selects
 TFLite's classic integer kernel instead (the 31-bit multiplier, double rounding), which
 older TFLite and microcontroller runtimes use; the two differ by 1 LSB on ~0.25% of outputs.
@@ -33,8 +38,8 @@ from qconvert.ops.windows import (
     strided_index,
     windows,
 )
-from qconvert.runtime import reduce, transcendental
-from qconvert.runtime.fixed_point import I64, mbqm, scale_by_binary64
+from qconvert.runtime import reduce, transcendental, transcendental16
+from qconvert.runtime.fixed_point import I64, mbqm, mbqm_int64, scale_by_binary64
 
 
 @dataclass
@@ -49,6 +54,15 @@ class OpCall:
     output_shape: tuple[int, ...]
     record: Any | None  # RequantRecord
     integer_fully_connected: bool = False  # FULLY_CONNECTED by the 31-bit multiplier, not the wide factor
+    output_dtype: str = "int8"  # "int16" in a 16x8 file
+
+    @property
+    def int16(self) -> bool:
+        return self.output_dtype == "int16"
+
+    @property
+    def bounds(self) -> tuple[int, int]:
+        return (-32768, 32767) if self.int16 else (-128, 127)
 
     def pairs(self, count: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         if self.record is None or not self.record.pairs:
@@ -62,13 +76,19 @@ class OpCall:
 
     def clamp(self) -> tuple[int, int]:
         if self.record is None:
-            return -128, 127
+            return self.bounds
         return int(self.record.act_min), int(self.record.act_max)
 
 
 def _finish(call: OpCall, acc: np.ndarray) -> np.ndarray:
     lo, hi = call.clamp()
-    return np.clip(acc, lo, hi).astype(np.int8)
+    return np.clip(acc, lo, hi).astype(call.output_dtype)
+
+
+def _rescale_accumulator(call: OpCall, acc: np.ndarray, m: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """A weighted op's accumulator to the output: int8 inputs through the 31-bit multiplier
+    (int32 accumulator), int16 inputs (16x8) through the 16-bit cut of it on int64."""
+    return mbqm_int64(acc, m, s) if call.int16 else mbqm(acc, m, s)
 
 
 # ---------------------------------------------------------------------------
@@ -111,7 +131,7 @@ def conv_2d(call: OpCall) -> np.ndarray:
     if bias is not None:
         acc = acc + bias.astype(I64)
     m, s = call.pairs(o)
-    return _finish(call, mbqm(acc, m, s) + call.output_zp).reshape(n, oh, ow, o)
+    return _finish(call, _rescale_accumulator(call, acc, m, s) + call.output_zp).reshape(n, oh, ow, o)
 
 
 def depthwise_conv_2d(call: OpCall) -> np.ndarray:
@@ -129,7 +149,7 @@ def depthwise_conv_2d(call: OpCall) -> np.ndarray:
     if bias is not None:
         acc = acc + bias.astype(I64)
     m, s = call.pairs(oc)
-    return _finish(call, mbqm(acc, m, s) + call.output_zp)
+    return _finish(call, _rescale_accumulator(call, acc, m, s) + call.output_zp)
 
 
 def transpose_conv(call: OpCall) -> np.ndarray:
@@ -146,7 +166,7 @@ def transpose_conv(call: OpCall) -> np.ndarray:
     if bias is not None:
         acc = acc + bias.astype(I64)
     m, s = call.pairs(o)
-    return _finish(call, mbqm(acc, m, s) + call.output_zp)
+    return _finish(call, _rescale_accumulator(call, acc, m, s) + call.output_zp)
 
 
 def fully_connected(call: OpCall) -> np.ndarray:
@@ -165,8 +185,8 @@ def fully_connected(call: OpCall) -> np.ndarray:
     if wide is not None and not call.integer_fully_connected:
         # LiteRT 2.3's reference kernel: round(acc * double factor), reproduced in integers
         y = _finish(call, scale_by_binary64(acc, np.asarray(wide, np.uint64)) + call.output_zp)
-    else:  # TFLite's integer kernel: MultiplyByQuantizedMultiplier, double rounding
-        y = _finish(call, mbqm(acc, m, s) + call.output_zp)
+    else:  # TFLite's integer kernel: MultiplyByQuantizedMultiplier (int16: the 16-bit cut on int64)
+        y = _finish(call, _rescale_accumulator(call, acc, m, s) + call.output_zp)
     return y.reshape(call.output_shape) if int(np.prod(call.output_shape)) == y.size else y
 
 
@@ -222,11 +242,11 @@ def rsqrt(call: OpCall) -> np.ndarray:
 
 
 def maximum(call: OpCall) -> np.ndarray:
-    return np.maximum(call.inputs[0], call.inputs[1]).astype(np.int8)
+    return np.maximum(call.inputs[0], call.inputs[1]).astype(call.output_dtype)
 
 
 def minimum(call: OpCall) -> np.ndarray:
-    return np.minimum(call.inputs[0], call.inputs[1]).astype(np.int8)
+    return np.minimum(call.inputs[0], call.inputs[1]).astype(call.output_dtype)
 
 
 def relu(call: OpCall) -> np.ndarray:
@@ -241,7 +261,7 @@ def leaky_relu(call: OpCall) -> np.ndarray:
     m, s = call.pairs(2)
     v = call.inputs[0].astype(I64) - call.input_zps[0]
     y = np.where(v >= 0, mbqm(v, m[0], s[0]), mbqm(v, m[1], s[1])) + call.output_zp
-    return np.clip(y, -128, 127).astype(np.int8)
+    return np.clip(y, *call.bounds).astype(call.output_dtype)
 
 
 def prelu(call: OpCall) -> np.ndarray:
@@ -251,14 +271,14 @@ def prelu(call: OpCall) -> np.ndarray:
     v = call.inputs[0].astype(I64) - call.input_zps[0]
     a = np.broadcast_to(call.inputs[1].astype(I64) - call.input_zps[1], v.shape)
     y = np.where(v >= 0, mbqm(v, m[0], s[0]), mbqm(v * a, m[1], s[1])) + call.output_zp
-    return np.clip(y, -128, 127).astype(np.int8)
+    return np.clip(y, *call.bounds).astype(call.output_dtype)
 
 
 def reduce_max(call: OpCall) -> np.ndarray:
     """REDUCE_MAX int8: the largest value over the axes (one scale for input and output)."""
     x = call.inputs[0]
     axes = tuple(int(a) % x.ndim for a in np.asarray(call.inputs[1]).reshape(-1))
-    return x.max(axis=axes, keepdims=bool(call.options.get("keep_dims", False))).astype(np.int8)
+    return x.max(axis=axes, keepdims=bool(call.options.get("keep_dims", False))).astype(call.output_dtype)
 
 
 def resize_nearest_neighbor(call: OpCall) -> np.ndarray:
@@ -268,7 +288,7 @@ def resize_nearest_neighbor(call: OpCall) -> np.ndarray:
     ac, hp = bool(call.options.get("align_corners")), bool(call.options.get("half_pixel_centers"))
     rows = nearest_indices(x.shape[1], oh, ac, hp)
     cols = nearest_indices(x.shape[2], ow, ac, hp)
-    return x[:, rows][:, :, cols].astype(np.int8)
+    return x[:, rows][:, :, cols].astype(call.output_dtype)
 
 
 def resize_bilinear(call: OpCall) -> np.ndarray:
@@ -283,7 +303,7 @@ def resize_bilinear(call: OpCall) -> np.ndarray:
     total = (x[:, y0][:, :, x0] * (1024 - fy) * (1024 - fx) + x[:, y1][:, :, x0] * fy * (1024 - fx)
              + x[:, y0][:, :, x1] * (1024 - fy) * fx + x[:, y1][:, :, x1] * fy * fx)
     rounded = total + np.where(total > 0, 1 << 19, -(1 << 19))
-    return (np.sign(rounded) * (np.abs(rounded) >> 20)).astype(np.int8)
+    return (np.sign(rounded) * (np.abs(rounded) >> 20)).astype(call.output_dtype)
 
 
 def requantize(call: OpCall) -> np.ndarray:
@@ -329,13 +349,13 @@ def slice_(call: OpCall) -> np.ndarray:
     begin = [int(b) for b in np.asarray(call.inputs[1]).reshape(-1)]
     size = [int(s) for s in np.asarray(call.inputs[2]).reshape(-1)]
     index = tuple(slice(b, x.shape[d] if s == -1 else b + s) for d, (b, s) in enumerate(zip(begin, size)))
-    return x[index].astype(np.int8)
+    return x[index].astype(call.output_dtype)
 
 
 def strided_slice(call: OpCall) -> np.ndarray:
     """STRIDED_SLICE: begin / end / strides with TensorFlow's masks; one scale in and out."""
     x = call.inputs[0]
-    return x[strided_index(x.ndim, *call.inputs[1:4], call.options, "STRIDED_SLICE")].astype(np.int8)
+    return x[strided_index(x.ndim, *call.inputs[1:4], call.options, "STRIDED_SLICE")].astype(call.output_dtype)
 
 
 # ---------------------------------------------------------------------------
@@ -450,6 +470,33 @@ def batch_to_space_nd(call: OpCall) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------
+# the fixed-output ops: int8 by their tables and gemmlowp arithmetic, int16 by the 16x8 kernels
+
+
+def _int16_pair(call: OpCall) -> tuple[int, int]:
+    m, s = call.pairs(1)
+    return int(m[0]), int(s[0])
+
+
+def softmax(call: OpCall) -> np.ndarray:
+    if call.int16:
+        return transcendental16.softmax16(call.inputs[0], *_int16_pair(call))
+    return transcendental.softmax(call)
+
+
+def logistic(call: OpCall) -> np.ndarray:
+    if call.int16:
+        return transcendental16.logistic16(call.inputs[0], *_int16_pair(call))
+    return transcendental.logistic(call)
+
+
+def tanh(call: OpCall) -> np.ndarray:
+    if call.int16:
+        return transcendental16.tanh16(call.inputs[0], *_int16_pair(call))
+    return transcendental.tanh(call)
+
+
+# ---------------------------------------------------------------------------
 
 
 KERNELS: dict[str, Callable[[OpCall], np.ndarray]] = {
@@ -482,9 +529,9 @@ KERNELS: dict[str, Callable[[OpCall], np.ndarray]] = {
     "SPACE_TO_BATCH_ND": space_to_batch_nd,
     "BATCH_TO_SPACE_ND": batch_to_space_nd,
     "QUANTIZE": requantize,
-    "SOFTMAX": transcendental.softmax,
-    "LOGISTIC": transcendental.logistic,
-    "TANH": transcendental.tanh,
+    "SOFTMAX": softmax,
+    "LOGISTIC": logistic,
+    "TANH": tanh,
     "HARD_SWISH": transcendental.lookup,
     "GELU": transcendental.lookup,
     "RSQRT": rsqrt,
@@ -500,3 +547,7 @@ KERNELS: dict[str, Callable[[OpCall], np.ndarray]] = {
     "UNPACK": unpack,
     "RESIZE_BILINEAR": resize_bilinear,
 }
+
+# The ops whose int16 (16x8) kernels these reproduce; the rest of KERNELS run int8 only.
+INT16_KERNELS = frozenset(KERNELS) - {"RSQRT", "GELU", "HARD_SWISH", "PRELU", "SQUARED_DIFFERENCE", "RELU_N1_TO_1",
+                                      "SPACE_TO_DEPTH", "DEPTH_TO_SPACE"}

@@ -5,7 +5,9 @@ Prepare step. qconvert does that work at conversion time and writes the result
 here, so a runtime without floating point can use the file as it is.
 
 Layout (version 2; version 1 is the same without the table flag and without
-records for standalone RELU*, SOFTMAX, LOGISTIC and TANH). All integers are little-endian; every field is naturally
+records for standalone RELU*, SOFTMAX, LOGISTIC and TANH; version 3 is version 2 with
+records for int16 (16x8) operators, which follow the int16 kernels: see the end). All
+integers are little-endian; every field is naturally
 aligned when the entry starts on a 4-byte boundary::
 
     header   (12 bytes)
@@ -54,6 +56,20 @@ to represent), a positive ``shift`` meaning a left shift. What the pairs of a re
                                 reference kernel's lookup table, indexed by uint8(x)
     other ops with a clamp      none (count 0), only activation_min/max
 
+int16 operators (16x8 files, format version 3; the operator's output tensor is int16). The
+clamp is in the int16 domain; the pairs are the int8 ones except:
+
+    ADD, SUB                    left_shift 15 (pot_scale_int16 false), the three pairs
+                                computed with it
+    SOFTMAX                     one: QuantizeMultiplier(in_scale * beta / (10 / 65535))
+    LOGISTIC, TANH              one: (input_multiplier, input_left_shift) of the int16
+                                kernel's Prepare (multiplier 0: a power-of-two scale); no table
+    CONV_2D, DEPTHWISE_CONV_2D, the same pairs; the int16 kernels apply them to an int64
+    TRANSPOSE_CONV              accumulator with the multiplier cut to 16 bits
+    FULLY_CONNECTED             as int8, wide factors included (LiteRT 2.3's reference kernel
+                                rounds in double for int16 inputs too; measured)
+    RSQRT, GELU                 no record (`qconvert run` has no int16 kernel for them)
+
 Records appear in operator order; a decoder must reject an unknown magic,
 format version, non-zero reserved bits, or a length that does not match.
 """
@@ -70,8 +86,9 @@ from qconvert.quant.requant import Requant
 
 METADATA_NAME = "qconvert_requant"
 MAGIC = b"QCRQ"
-FORMAT_VERSION = 2
-READABLE_VERSIONS = (1, 2)
+FORMAT_VERSION = 2  # int8 files; 3 for files with int16 (16x8) operators
+INT16_FORMAT_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
 FLAG_PER_CHANNEL = 0x0001
 FLAG_TABLE = 0x0002
 FLAG_WIDE = 0x0004
@@ -110,8 +127,10 @@ def _pairs_array(pairs: Sequence[tuple[int, int]] | np.ndarray, record: int) -> 
     return arr.astype(_PAIR)
 
 
-def encode(records: Iterable[RequantRecord]) -> bytes:
-    """Records → the ``qconvert_requant`` bytes. ValueError on out-of-range fields."""
+def encode(records: Iterable[RequantRecord], int16: bool = False) -> bytes:
+    """Records → the ``qconvert_requant`` bytes (format version 3 with ``int16``: a 16x8
+    file's records, which a version-2 reader would take for int8 ones). ValueError on
+    out-of-range fields."""
     chunks: list[bytes] = []
     seen: set[tuple[int, int]] = set()
     count = 0
@@ -153,7 +172,8 @@ def encode(records: Iterable[RequantRecord]) -> bytes:
         )
         chunks.append(payload)
         count += 1
-    return _HEADER.pack(MAGIC, FORMAT_VERSION, 0, count) + b"".join(chunks)
+    version = INT16_FORMAT_VERSION if int16 else FORMAT_VERSION
+    return _HEADER.pack(MAGIC, version, 0, count) + b"".join(chunks)
 
 
 def decode(data: bytes) -> list[RequantRecord]:

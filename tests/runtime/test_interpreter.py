@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 pytest.importorskip("ai_edge_litert", reason="ai-edge-litert's interpreter is the oracle")
 
 from qconvert.api import convert  # noqa: E402
+from qconvert.errors import RunError  # noqa: E402
 from qconvert.runtime.interpreter import IntegerModel  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -60,7 +61,9 @@ def litert_tensors(tflite: bytes, feeds: dict[str, np.ndarray], resolver: str = 
 
 
 def random_feeds(model: IntegerModel, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    return {d["name"]: rng.integers(-128, 128, d["shape"]).astype(np.int8) for d in model.input_details()}
+    """Random values over the whole range of each input's type (int8, or int16 in a 16x8 file)."""
+    return {d["name"]: rng.integers(np.iinfo(d["dtype"]).min, np.iinfo(d["dtype"]).max + 1, d["shape"])
+            .astype(d["dtype"]) for d in model.input_details()}
 
 
 def convert_corpus_model(m: corpus.CorpusModel) -> bytes:
@@ -85,9 +88,13 @@ def assert_matches_litert(tflite: bytes, n_inputs: int = N_INPUTS, seed: int = 0
         ref = litert_tensors(tflite, feeds, resolver)
         for k, op in enumerate(model.model.operators):
             name = model.tensors[op.outputs[0]].name
-            a, b = model.run_op(k, ref), ref[name]
-            assert a.shape == b.shape and a.dtype == b.dtype, f"op {k} {op.builtin} '{name}': {a.shape} vs {b.shape}"
-            d = np.abs(a.astype(np.float64) - b.astype(np.float64))
+            got = model.run_op(k, ref)
+            pairs = [(v, ref[model.tensors[i].name]) for v, i in zip(got if isinstance(got, list) else [got],
+                                                                       op.outputs)]  # SPLIT, UNPACK: several
+            for a, b in pairs:
+                assert a.shape == b.shape and a.dtype == b.dtype, \
+                    f"op {k} {op.builtin} '{name}': {a.shape} {a.dtype} vs {b.shape} {b.dtype}"
+            d = np.concatenate([np.abs(a.astype(np.float64) - b.astype(np.float64)).reshape(-1) for a, b in pairs])
             f = per_op.setdefault(op.builtin, [0, 0, 0])
             f[0] += int((d > 0).sum())
             f[1] += d.size
@@ -505,3 +512,141 @@ def test_run_takes_samples_on_the_batch_axis(example: bytes, tmp_path: Path) -> 
         np.testing.assert_array_equal(out[k], litert_tensors(example, {"input": q})["Identity"][0])
     labels = np.load(ROOT / "models" / "digits_test.npz")["labels"]
     assert (out.argmax(axis=1) == labels).mean() > 0.97  # the digits model's int8 accuracy, 98.06% in LiteRT
+
+
+# ---------------------------------------------------------------------------
+# 16x8 files (--activations int16, 16-bit QAT): the int16 kernels, every tensor against LiteRT REF
+
+
+def _int16_twin(name: str) -> bytes:
+    pytest.importorskip("tensorflow", reason="the float twins are built with TensorFlow")
+    from qconvert.api import convert_graph
+
+    m = corpus.build_float_graph(name)
+    rng = np.random.default_rng(0)
+    samples = {k: rng.uniform(*m.input_ranges[k], size=[16, *m.shapes[k][1:]]).astype(np.float32) for k in m.inputs}
+    return convert_graph(m.graph_def, inputs=m.inputs, outputs=m.outputs, calibration_data=samples,
+                         activations="int16").model
+
+
+@pytest.mark.parametrize("name", PTQ_MODELS)
+def test_16x8_float_twins_every_tensor_equals_litert(name: str) -> None:
+    """The calibrated float twins in 16x8: int16 inputs over the whole int16 range. CONV_2D,
+    DEPTHWISE_CONV_2D, TRANSPOSE_CONV rescale int64 accumulators by the multiplier cut to 16 bits;
+    FULLY_CONNECTED by LiteRT 2.3's double product, as in int8; ADD/SUB with left shift 15."""
+    tflite = _int16_twin(name)
+    model = IntegerModel(tflite)
+    assert {t.dtype for t in model.tensors if t.data is None} == {"int16"}
+    assert {t.dtype for t in model.tensors if t.data is not None and t.name.endswith("bias")} <= {"int64"}
+    print(name, assert_matches_litert(tflite, n_inputs=8))
+
+
+def _one_op_graph(fn: Callable[[Any], Any], shape: tuple[int, ...] = (1, 8, 8, 4)) -> bytes:
+    tf = pytest.importorskip("tensorflow", reason="the graphs are built with TensorFlow")
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, shape, name="input")
+        tf.identity(fn(x), name="output")
+    return g.as_graph_def().SerializeToString()
+
+
+def _one_op_16x8() -> dict[str, Callable[[Any], Any]]:
+    tf = pytest.importorskip("tensorflow", reason="the graphs are built with TensorFlow")
+    c = np.random.default_rng(4).normal(0, 0.3, 4).astype(np.float32)
+    w = np.random.default_rng(5).normal(0, 0.3, (3, 3, 4, 4)).astype(np.float32)
+    resize = tf.compat.v1.image
+    return {  # the ops the twins do not reach, one graph each
+        "LEAKY_RELU": lambda x: tf.nn.leaky_relu(x, 0.2),
+        "RESIZE_BILINEAR": lambda x: resize.resize_bilinear(x, [13, 11], half_pixel_centers=True),
+        "RESIZE_NEAREST_NEIGHBOR": lambda x: resize.resize_nearest_neighbor(x, [16, 16]),
+        "STRIDED_SLICE": lambda x: x[:, 1:7, 1:7, :],
+        "SLICE": lambda x: tf.slice(x, [0, 1, 1, 0], [1, 5, 5, 4]),
+        "TRANSPOSE": lambda x: tf.transpose(x, [0, 2, 1, 3]),
+        "SPLIT": lambda x: tf.concat(tf.split(x, 2, axis=3)[::-1], 3),
+        "UNPACK": lambda x: tf.concat(tf.unstack(x, axis=3)[::-1], 2),
+        "PACK": lambda x: tf.stack([x, x * 2.0], axis=1),
+        "GATHER": lambda x: tf.gather(x, [3, 1, 2, 0], axis=3),
+        "REDUCE_MAX": lambda x: tf.reduce_max(x, axis=[1, 2]),
+        "MINIMUM": lambda x: tf.minimum(x, tf.constant(c)),
+        "MAXIMUM": lambda x: tf.maximum(x, x * 0.5),
+        "MUL": lambda x: x * tf.constant(c) + tf.constant(c[::-1]),  # int16 constants
+        "MAX_POOL_2D": lambda x: tf.nn.max_pool2d(x, 3, 2, "SAME"),
+        "AVERAGE_POOL_2D": lambda x: tf.nn.avg_pool2d(x, 3, 2, "SAME"),
+        "RELU": lambda x: tf.nn.relu(x),
+        "MEAN": lambda x: tf.reduce_mean(x, axis=[3]),
+        "PAD": lambda x: tf.pad(x, [[0, 0], [1, 2], [2, 1], [0, 0]]) * 2.0,
+        "TRANSPOSE_CONV": lambda x: tf.nn.conv2d_transpose(x, tf.constant(w), [1, 16, 16, 4], 2, "SAME")
+        + tf.constant(c),
+        "CONV_2D": lambda x: tf.nn.relu6(tf.nn.conv2d(x, tf.constant(w), 1, "SAME", dilations=2) + tf.constant(c)),
+        "CONCATENATION": lambda x: tf.concat([x, x * 3.0], 3),  # the inputs' ranges kept: a QUANTIZE v2 each
+        "LOGISTIC": lambda x: tf.sigmoid(x * 3.0),
+        "TANH": lambda x: tf.tanh(x * 3.0),
+        "SOFTMAX": lambda x: tf.nn.softmax(x * 3.0),
+    }
+
+
+@pytest.mark.parametrize("op", ["LEAKY_RELU", "RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR", "STRIDED_SLICE", "SLICE",
+                                "TRANSPOSE", "SPLIT", "UNPACK", "PACK", "GATHER", "REDUCE_MAX", "MINIMUM", "MAXIMUM",
+                                "MUL", "MAX_POOL_2D", "AVERAGE_POOL_2D", "RELU", "MEAN", "PAD", "TRANSPOSE_CONV",
+                                "CONV_2D", "CONCATENATION", "LOGISTIC", "TANH", "SOFTMAX"])
+def test_16x8_one_op_every_tensor_equals_litert(op: str) -> None:
+    from qconvert.api import convert_graph
+
+    samples = {"input": np.random.default_rng(0).uniform(-1, 1, (4, 8, 8, 4)).astype(np.float32)}
+    tflite = convert_graph(_one_op_graph(_one_op_16x8()[op]), inputs=["input"], outputs=["output"],
+                           calibration_data=samples, activations="int16").model
+    model = IntegerModel(tflite)
+    assert op in {o.builtin for o in model.model.operators}
+    print(op, assert_matches_litert(tflite, n_inputs=4))
+
+
+def test_16bit_qat_files_every_tensor_equals_litert() -> None:
+    """16-bit QAT (FakeQuants with num_bits=16 on every activation) converts to a 16x8 file that
+    ``run`` executes as LiteRT does."""
+    pytest.importorskip("tensorflow", reason="the corpus is built with TensorFlow")
+    for name in ("residual", "sigmoid_tanh_two_outputs", "small_classifier"):
+        seed, fn = corpus._BUILDERS[name]
+        tflite = convert_corpus_model(corpus.build_qat_graph(name, seed, fn, act_bits=16))
+        print(name, assert_matches_litert(tflite, n_inputs=4))
+
+
+def test_16x8_refusals_and_command_line(tmp_path: Path) -> None:
+    """An int16 op ``run`` has no kernel for is one line before anything runs; a 16x8 file's records
+    are what dump recomputes from its scales; ``run --quantize-inputs`` quantizes to int16."""
+    from qconvert.api import convert_graph
+
+    samples = {"input": np.random.default_rng(0).uniform(-1, 1, (4, 8, 8, 4)).astype(np.float32)}
+    tf = pytest.importorskip("tensorflow", reason="the graphs are built with TensorFlow")
+    rsqrt = convert_graph(_one_op_graph(lambda x: tf.math.rsqrt(tf.nn.relu(x) + 1.0)), inputs=["input"],
+                          outputs=["output"], calibration_data=samples, activations="int16").model
+    with pytest.raises(RunError, match=r"RSQRT .* is int16: `qconvert run` has no int16 kernel"):
+        IntegerModel(rsqrt)
+    (tmp_path / "r.tflite").write_bytes(rsqrt)
+    np.save(tmp_path / "x.npy", samples["input"][:1])
+    r = qconvert("run", str(tmp_path / "r.tflite"), "--input", str(tmp_path / "x.npy"), "--quantize-inputs")
+    assert r.returncode == 1 and r.stderr.count("\n") == 1 and "RSQRT" in r.stderr, r.stderr
+
+    tflite = _int16_twin("residual")
+    (tmp_path / "m.tflite").write_bytes(tflite)
+    r = qconvert("dump", str(tmp_path / "m.tflite"), "--json", "--ops")
+    assert r.returncode == 0, r.stderr
+    import json
+
+    doc = json.loads(r.stdout)
+    records = [op["requant"] for sg in doc["subgraphs"] for op in sg["operators"] if op.get("requant")]
+    assert records and not any(rec["problems"] for rec in records)
+    assert any(rec["left_shift"] == 15 for rec in records)  # the int16 ADD
+
+    model = IntegerModel(tflite)
+    d = model.input_details()[0]
+    x = np.random.default_rng(3).uniform(-1, 1, d["shape"]).astype(np.float32)
+    np.save(tmp_path / "f.npy", x)
+    r = qconvert("run", str(tmp_path / "m.tflite"), "--input", str(tmp_path / "f.npy"), "--quantize-inputs",
+                 "-o", str(tmp_path / "o.npz"))
+    assert r.returncode == 0, r.stderr
+    t = model.tensors[model.model.inputs[0]]
+    q = np.clip(np.floor(np.abs(x / np.float32(t.scale[0])) + 0.5) * np.sign(x), -32768, 32767).astype(np.int16)
+    ref = litert_tensors(tflite, {d["name"]: q})
+    out = np.load(tmp_path / "o.npz")
+    for name in model.output_names:
+        np.testing.assert_array_equal(out[name], ref[name])

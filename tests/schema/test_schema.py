@@ -343,7 +343,7 @@ def test_requant_decode_is_strict():
     rq.decode(good)
     bad = {
         "bad magic": b"QCRX" + good[4:],
-        "format version": good[:4] + (3).to_bytes(2, "little") + good[6:],
+        "format version": good[:4] + (4).to_bytes(2, "little") + good[6:],  # 3: files with int16 records
         "reserved header": good[:6] + b"\1\0" + good[8:],
         "truncated at record": good[:20],
         "past the end": good[:-4],
