@@ -54,8 +54,8 @@ def fully_connected(row: Any, ins: Inputs, out: Operand, options: Mapping[str, A
 
 
 def _bounds(out: Operand) -> tuple[int, int]:
-    """The output's integer range: int16 (16x8) or int8."""
-    return (-32768, 32767) if out.dtype == "int16" else (-128, 127)
+    """The output's integer range: int16 (16x8), uint8 (older TFLite files) or int8."""
+    return {"int16": (-32768, 32767), "uint8": (0, 255)}.get(out.dtype, (-128, 127))
 
 
 def add_sub(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> Parts:

@@ -199,13 +199,16 @@ def requant(op: str, inputs: Sequence[Operand | None], output: Operand, options:
     op that neither rescales nor clamps. ValueError when the scales are out of the kernel's reach."""
     act = str(options.get("fused_activation_function", "NONE") or "NONE")
     r_ = TABLE.get(op)
-    int16 = output.dtype == "int16"  # 16x8: the int16 kernel's recipe where it has its own
+    # 16x8: the int16 kernel's recipe where it has its own (an int8 input makes it the int8 kernel, as
+    # SOFTMAX int8 → int16 in TFLite Micro's files)
+    first = inputs[0] if inputs else None
+    int16 = output.dtype == "int16" and (first is None or first.dtype in ("int16", ""))
     recipe = None if r_ is None else (r_.requant16 or r_.requant) if int16 else r_.requant
     if int16 and recipe in _INT8_TABLES:  # an int8 lookup table means nothing to the int16 kernel
         recipe = None
     if recipe is None and act == "NONE":
         return None
-    bounds = (-32768, 32767) if int16 else (-128, 127)
+    bounds = {"int16": (-32768, 32767), "uint8": (0, 255)}.get(output.dtype, (-128, 127))
     lo, hi = qm.activation_range(act, output.s, output.zp, *bounds) if act in CLAMPS else bounds
     parts = recipe(r_, inputs, output, options) if recipe is not None else {}
     lo, hi = parts.get("clamp", (lo, hi))

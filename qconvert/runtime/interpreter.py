@@ -1,11 +1,13 @@
-"""``qconvert run``: execute a qconvert .tflite with integers only.
+"""``qconvert run``: execute a quantized .tflite with integers only.
 
 The model's own arithmetic uses the int8/int32 buffers (int16 activations and int64 biases
-in a 16x8 file, int8 values of INT4 weights), the zero points, and the
-multipliers, shifts and clamps of the ``qconvert_requant`` metadata, never a float scale.
-Float scales are read at the boundary only: a QUANTIZE that takes a float32 model input,
-a DEQUANTIZE that gives a float32 model output, and float data fed to an int8 input when
-the caller asks for it (``quantize_inputs``).
+in a 16x8 file, int8 values of INT4 weights, uint8 in TFLite's older files), the zero points,
+and the multipliers, shifts and clamps of the ``qconvert_requant`` metadata, never a float
+scale while running. A file without that metadata (another converter's) gets the same records
+computed once, at load, from its float32 scales by the converter's own requant function
+(``computed`` is then true). Float scales are otherwise read at the boundary only: a QUANTIZE
+that takes a float32 model input, a DEQUANTIZE that gives a float32 model output, and float
+data fed to an integer input when the caller asks for it (``quantize_inputs``).
 
     model = IntegerModel(open("m.tflite", "rb").read())
     outputs = model.run({"input": x_int8})                 # output name -> array
@@ -20,12 +22,14 @@ from typing import Any
 import numpy as np
 
 from qconvert.errors import KernelError, RunError
-from qconvert.ops import Rule, row
+from qconvert.ops import Rule, float_operands, requant, row
 from qconvert.quant import round_half_away_array
-from qconvert.runtime.kernels import INT16_KERNELS, KERNELS, OpCall
+from qconvert.quant.requant import operand as requant_operand
+from qconvert.runtime.kernels import INT16_KERNELS, KERNELS, UINT8_KERNELS, OpCall
 from qconvert.schema.reader import read_model
 from qconvert.schema.requant_metadata import METADATA_NAME, decode
 
+_SHAPE_KERNELS = frozenset({"PACK", "STRIDED_SLICE", "SLICE", "RESHAPE", "CONCATENATION", "GATHER"})
 MAX_ELEMENTS = 1 << 28  # per tensor: a damaged shape is refused, not allocated
 
 
@@ -42,7 +46,7 @@ def _show(name: str) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-_RANGES = {"int8": (-128, 127), "int16": (-32768, 32767)}
+_RANGES = {"int8": (-128, 127), "uint8": (0, 255), "int16": (-32768, 32767)}
 
 
 def quantize_float(x: np.ndarray, scale: float, zero_point: int, dtype: str = "int8") -> np.ndarray:
@@ -67,15 +71,16 @@ class IntegerModel:
                            "executes int8 models with per-tensor or per-channel parameters; run this one in "
                            "LiteRT (XNNPACK)")
         raw = self.model.metadata.get(METADATA_NAME)
-        if raw is None:
-            raise RunError(f"the file has no '{METADATA_NAME}' metadata (integer multipliers and shifts): "
-                           "`qconvert run` executes files qconvert wrote; convert the model with qconvert")
-        try:
-            records = decode(raw)
-        except ValueError as exc:
-            raise RunError(str(exc)) from None
-        self.records = {r.op_index: r for r in records if r.subgraph_index == 0}
         ops = self.model.operators
+        self.computed = raw is None  # no qconvert metadata: the parameters from the file's scales
+        if raw is None:
+            records = self._records_from_scales()
+        else:
+            try:
+                records = decode(raw)
+            except ValueError as exc:
+                raise RunError(str(exc)) from None
+        self.records = {r.op_index: r for r in records if r.subgraph_index == 0}
         for r in self.records.values():
             if r.op_index >= len(ops) or ops[r.op_index].builtin != r.builtin:
                 raise RunError(f"{METADATA_NAME} record for operator {r.op_index} ({r.builtin}) does not match "
@@ -98,23 +103,56 @@ class IntegerModel:
         self.input_names = [self.tensors[i].name for i in self.model.inputs]
         self.output_names = [self.tensors[i].name for i in self.model.outputs]
 
+    def _records_from_scales(self) -> list[Any]:
+        """A file another converter wrote: what each kernel's Prepare derives from the file's
+        float32 scales, by the function the converter stores its records with
+        (``qconvert.ops.requant``). The floats are read here, once, never while running."""
+        tensors = self.model.tensors
+
+        def operand(i: int) -> Any:
+            if i < 0 or i >= len(tensors):
+                return None
+            t = tensors[i]
+            return requant_operand(t.name, t.scale or (), t.zero_point or (), t.shape, t.dtype)
+
+        records = []
+        for k, op in enumerate(self.model.operators):
+            if not op.outputs or _converts(op) and op.builtin not in KERNELS:
+                continue
+            out, x = operand(op.outputs[0]), operand(op.inputs[0]) if op.inputs else None
+            if out is None or not out.scale or out.dtype not in _RANGES:  # float or int32 outputs: nothing to derive
+                continue
+            if _converts(op) and (x is None or x.dtype not in _RANGES):  # QUANTIZE of a float input: the boundary
+                continue
+            try:
+                rec = requant(op.builtin, [operand(i) for i in op.inputs], out, op.options, k)
+            except (ValueError, ArithmeticError, IndexError, KeyError, TypeError) as exc:
+                raise RunError(f"operator {k} ({op.builtin} '{_show(out.name)}'): its quantization parameters "
+                               f"cannot be turned into integer ones ({exc})") from None
+            if rec is not None:
+                records.append(rec)
+        return records
+
     def _check_types(self, k: int, op: Any) -> None:
         """int8 activations, or int16 ones (16x8; int32/int64 only for biases, shapes and axes);
         float only at the boundary; QUANTIZE may change int8 to int16 and back."""
-        acts = [t for t in op.inputs + op.outputs if t >= 0 and self.tensors[t].data is None
+        slots = float_operands(op.builtin, op.inputs)  # activations, not shapes or axes (RESHAPE's shape)
+        acts = [t for t in [op.inputs[j] for j in slots] + op.outputs if t >= 0 and self.tensors[t].data is None
                 and not (t in op.outputs and self.tensors[t].dtype in ("int32", "int64"))]  # ARG_MAX's index
         kinds = {self.tensors[t].dtype for t in acts}
         boundary = _converts(op) and len(kinds - {"float32"}) == 1 and kinds - {"float32"} <= set(_RANGES)
-        if kinds not in ({"int8"}, {"int16"}) and not boundary \
-                and not (_converts(op) and op.builtin in KERNELS and kinds == {"int8", "int16"}):  # requantize
+        requantize = _converts(op) and op.builtin in KERNELS and len(kinds) == 2 and kinds <= set(_RANGES)
+        shapes = kinds == {"int32"} and op.builtin in _SHAPE_KERNELS  # int32 shape arithmetic (SHAPE → PACK)
+        if not (len(kinds) == 1 and kinds <= set(_RANGES)) and not boundary and not requantize and not shapes:
             main = self.tensors[op.outputs[0]].dtype if self.tensors[op.outputs[0]].dtype in _RANGES else "int8"
             odd = next(t for t in acts if self.tensors[t].dtype != main)
             raise RunError(f"operator {k} ({op.builtin} '{self._name(op)}') has a {self.tensors[odd].dtype} "
                            f"tensor '{_show(self.tensors[odd].name)}'; `qconvert run` executes int8 and 16x8 "
                            "models (float only at the model's inputs and outputs)")
-        if "int16" in kinds and op.builtin not in INT16_KERNELS and not _converts(op):
-            raise RunError(f"operator {k} ({op.builtin} '{self._name(op)}') is int16: `qconvert run` has no int16 "
-                           f"kernel for {op.builtin}; run this file in LiteRT")
+        for kind, supported in (("int16", INT16_KERNELS), ("uint8", UINT8_KERNELS)):
+            if kind in kinds and op.builtin not in supported and not _converts(op):
+                raise RunError(f"operator {k} ({op.builtin} '{self._name(op)}') is {kind}: `qconvert run` has no "
+                               f"{kind} kernel for {op.builtin}; run this file in LiteRT")
         for t in acts:
             if self.tensors[t].dtype in _RANGES and not self.tensors[t].zero_point:
                 raise RunError(f"{self.tensors[t].dtype} tensor '{_show(self.tensors[t].name)}' has no zero point")
@@ -193,8 +231,8 @@ class IntegerModel:
         except (ValueError, TypeError) as exc:  # a constant whose bytes do not fit its shape or type
             raise RunError(f"{where}: an input cannot be read: {exc}") from None
         for i, v in zip(op.inputs, inputs):
-            if v is not None and self.tensors[i].data is not None and v.dtype.name not in ("int8", "int16", "int32",
-                                                                                           "int64"):
+            if v is not None and self.tensors[i].data is not None and v.dtype.name not in ("int8", "uint8", "int16",
+                                                                                           "int32", "int64"):
                 raise RunError(f"{where}: constant '{_show(self.tensors[i].name)}' is {v.dtype.name}; an integer "
                                "model's constants are int8 weights, int16 operands, int32/int64 biases and shapes")
         if _converts(op) and inputs[0].dtype == np.float32:  # float boundary: quantize

@@ -62,7 +62,9 @@ class OpCall:
 
     @property
     def bounds(self) -> tuple[int, int]:
-        return (-32768, 32767) if self.int16 else (-128, 127)
+        """The output type's range: int8, uint8 (older TFLite files) or int16."""
+        info = np.iinfo(self.output_dtype if self.output_dtype in ("uint8", "int16") else "int8")
+        return int(info.min), int(info.max)
 
     def pairs(self, count: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         if self.record is None or not self.record.pairs:
@@ -366,6 +368,11 @@ def reshape(call: OpCall) -> np.ndarray:
     return call.inputs[0].reshape(call.output_shape)
 
 
+def shape(call: OpCall) -> np.ndarray:
+    """SHAPE: the input's dimensions (int32, or int64 by ``out_type``)."""
+    return np.asarray(call.inputs[0].shape, dtype=call.output_dtype)
+
+
 def concatenation(call: OpCall) -> np.ndarray:
     axis = int(call.options.get("axis", 0))
     return np.concatenate([x for x in call.inputs if x is not None], axis=axis)
@@ -546,7 +553,16 @@ KERNELS: dict[str, Callable[[OpCall], np.ndarray]] = {
     "SPLIT_V": split_v,
     "UNPACK": unpack,
     "RESIZE_BILINEAR": resize_bilinear,
+    "EXPAND_DIMS": reshape,
+    "SHAPE": shape,
 }
+
+# uint8 files (TFLite's older quantization): the kernels that are the int8 ones with other bounds.
+UINT8_KERNELS = frozenset({"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "ADD", "SUB", "MUL", "QUANTIZE",
+                           "AVERAGE_POOL_2D", "MAX_POOL_2D", "RESHAPE", "SQUEEZE", "SOFTMAX", "CONCATENATION",
+                           "ARG_MAX", "SPLIT", "SPLIT_V", "SLICE", "STRIDED_SLICE", "PAD", "TRANSPOSE", "MEAN",
+                           "RESIZE_NEAREST_NEIGHBOR", "RESIZE_BILINEAR", "MAXIMUM", "MINIMUM", "RELU", "RELU6",
+                           "GATHER", "PACK", "UNPACK", "EXPAND_DIMS", "SHAPE"})
 
 # The ops whose int16 (16x8) kernels these reproduce; the rest of KERNELS run int8 only.
 INT16_KERNELS = frozenset(KERNELS) - {"RSQRT", "GELU", "HARD_SWISH", "PRELU", "SQUARED_DIFFERENCE", "RELU_N1_TO_1",

@@ -7,7 +7,9 @@ The record holds (input_multiplier, input_left_shift) — QuantizeMultiplierGrea
 ``d >= diff_min``, ``e = exp_on_negative_values(SRDHM(d << shift, multiplier))`` (Q5.26 in,
 Q0.31 out); the sum of ``e`` rescaled to Q12.19 (wrapping add); its reciprocal by
 ``one_over_one_plus_x_for_x_in_0_1`` (3 Newton steps); each output
-``RDPOT(SRDHM(reciprocal, e), 12 - clz(sum) + 23) - 128``; elsewhere -128.
+``RDPOT(SRDHM(reciprocal, e), 12 - clz(sum) + 23) - 128``; elsewhere -128. (The same kernel
+with a uint8 output adds 0, and with an int16 one (int8 in, int16 out) shifts by 8 less and adds
+-32768.)
 
 LOGISTIC and TANH: TFLite's reference kernels look the output up in a 256-entry int8 table
 built at Prepare time in float (``LUTPopulate``). A float-less runtime cannot build it, so
@@ -111,9 +113,10 @@ def softmax(call: Any) -> np.ndarray:
     headroom = _count_leading_zeros32(total)
     shifted_minus_one = wrap32(((total << headroom) & 0xFFFFFFFF) - (1 << 31))
     reciprocal = one_over_one_plus_x_for_x_in_0_1(shifted_minus_one)
-    exponent = (_ACCUM_INTEGER_BITS - headroom) + 31 - 8
-    y = rdpot(srdhm(reciprocal, e), exponent) - 128
-    return np.where(inside, np.clip(y, -128, 127), -128).astype(np.int8)
+    out = np.iinfo(call.output_dtype)  # int8 (zero point -128), uint8 (0) or int16 (-32768) outputs
+    exponent = (_ACCUM_INTEGER_BITS - headroom) + 31 - out.bits
+    y = rdpot(srdhm(reciprocal, e), exponent) + int(out.min)
+    return np.where(inside, np.clip(y, out.min, out.max), out.min).astype(call.output_dtype)
 
 
 def _lookup(call: Any) -> np.ndarray:

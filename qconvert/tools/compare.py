@@ -170,8 +170,8 @@ def _float_name(graph: Graph, name: str) -> str:
 
 
 class _LiteRTModel:
-    """A .tflite that ``qconvert run`` does not take (no qconvert metadata, e.g. TensorFlow's
-    own file, or float ops left in): LiteRT's built-in kernels (no delegate), every tensor kept."""
+    """A .tflite that ``qconvert run`` does not take (float ops left in, an op it has no kernel
+    for): LiteRT's built-in kernels (no delegate), every tensor kept."""
 
     engine = "LiteRT built-in kernels"
 
@@ -214,6 +214,8 @@ def _int8_model(path: str | os.PathLike) -> tuple[Any, str]:
 
     try:
         model = read_integer_model(path)
+        if model.computed:  # another converter's file: the kernels' parameters from its scales
+            return model, "integer executor; parameters from the file's scales (no qconvert metadata)"
         return model, "integer executor"
     except RunError as exc:
         data = Path(path).read_bytes() if Path(path).is_file() else None

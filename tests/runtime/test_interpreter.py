@@ -237,6 +237,19 @@ def example() -> bytes:
     return convert(ROOT / "models" / "digits_qat.pb", input_ranges={"input": (-1.0, 1.0)})
 
 
+def test_without_metadata_the_parameters_come_from_the_scales(example: bytes) -> None:
+    """The same file without qconvert's metadata (as another converter would write it): ``run``
+    derives the records from the scales, and they are the stored ones; the outputs are equal."""
+    bare = oracle.repack(example, lambda m: setattr(m, "metadata", []))
+    with_records, without = IntegerModel(example), IntegerModel(bare)
+    assert without.computed and not with_records.computed
+    computed = {k: r.fields() for k, r in without.records.items()}
+    assert computed == {k: r.fields() for k, r in with_records.records.items()}
+    feeds = random_feeds(with_records, np.random.default_rng(2))
+    for name, v in with_records.run(feeds).items():
+        np.testing.assert_array_equal(v, without.run(feeds)[name])
+
+
 def test_float_scales_are_not_read(example: bytes) -> None:
     """Every float scale in the file tripled (but the fixed 1/256 of SOFTMAX's output, which
     LiteRT insists on): LiteRT's answer changes, ours does not."""
@@ -350,8 +363,9 @@ def test_run_errors_are_one_line(example: bytes, tmp_path: Path) -> None:
     np.save(tmp_path / "x.npy", np.zeros((1, 8, 8, 1), np.int8))
     tf_file = tmp_path / "tf.tflite"  # a file without qconvert's metadata
     tf_file.write_bytes(oracle.repack(example, lambda m: setattr(m, "metadata", [])))
+    r = qconvert("run", str(tf_file), "--input", str(tmp_path / "x.npy"))  # no metadata: from the scales
+    assert r.returncode == 0, r.stderr
     cases = {
-        "no metadata": ["run", str(tf_file), "--input", str(tmp_path / "x.npy")],
         "missing input file": ["run", str(model_path), "--input", str(tmp_path / "nope.npz")],
         "wrong shape": ["run", str(model_path), "--input", str(tmp_path / "wrong.npy")],
         "not a model": ["run", str(tmp_path / "x.npy"), "--input", str(tmp_path / "x.npy")],
