@@ -263,20 +263,29 @@ def dump(model: str, as_json: bool, sel_ops: bool, sel_tensors: bool, sel_metada
 @click.option("--integer-fc", "integer_fc", is_flag=True,
               help="FULLY_CONNECTED by the 31-bit multiplier (TFLite's classic integer kernel, as microcontroller "
                    "runtimes run it) instead of LiteRT 2.3's double-precision reference arithmetic.")
+@click.option("--runtime", type=click.Choice(["litert-ref", "tflm"]), default="litert-ref", show_default=True,
+              help="Whose integer arithmetic to reproduce: LiteRT's reference kernels or TFLite Micro's.")
+@click.option("--rounding", type=click.Choice(["double", "single", "upward", "tonearest"]), default="double",
+              show_default=True,
+              help="MultiplyByQuantizedMultiplier's rounding: double (TFLite's default), single "
+                   "(TFLITE_SINGLE_ROUNDING, CMSIS-NN; = TVM's UPWARD), upward, tonearest (TVM: ties away from 0).")
 @click.option("--debug", is_flag=True, help="Show a traceback on errors.")
 def run(model: str, input_path: str, output: str | None, trace: bool, quantize_inputs: bool, integer_fc: bool,
-        debug: bool) -> None:
-    """Run a qconvert .tflite with integers only (no float scale is read).
+        runtime: str, rounding: str, debug: bool) -> None:
+    """Run a quantized .tflite with integers only (int8, uint8, 16x8).
 
-    The arithmetic is TFLite's reference int8 kernels, driven by the multipliers,
-    shifts, clamps and tables qconvert stores in the file; every tensor equals
+    The arithmetic is TFLite's reference kernels, driven by the multipliers,
+    shifts, clamps and tables qconvert stores in the file (computed from the
+    file's scales, once, for a file another converter wrote); every tensor equals
     LiteRT's BUILTIN_REF bit for bit (FULLY_CONNECTED, which LiteRT 2.3 rounds in
     double precision, from the stored 64-bit factor, emulated with integers).
+    --runtime tflm and --rounding reproduce other runtimes' arithmetic.
     """
     def work() -> None:
         from qconvert.tools.run import run_command
 
-        click.echo(run_command(model, input_path, output, trace, quantize_inputs, integer_fc), nl=False)
+        click.echo(run_command(model, input_path, output, trace, quantize_inputs, integer_fc, runtime, rounding),
+                   nl=False)
 
     _guard(work, debug)
 

@@ -7,10 +7,15 @@ Primitives (gemmlowp fixedpoint.h, tflite kernels/internal/common.h) — array-r
 names for the converter's own implementations in ``quant_math``, which its tests pin down:
   srdhm(a, b)                SaturatingRoundingDoublingHighMul: round(a*b / 2**31), ties up
   rdpot(x, e)                RoundingDivideByPOT: x / 2**e, ties away from zero
-  mbqm(x, m, shift)          MultiplyByQuantizedMultiplier, double rounding (default build)
+  mbqm(x, m, shift)          MultiplyByQuantizedMultiplier, double rounding (default build), or
+                             the rounding ``rounding(mode)`` selects (single / upward / tonearest)
 """
 
 from __future__ import annotations
+
+import contextlib
+import contextvars
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -35,8 +40,49 @@ def rdpot(x: np.ndarray | int, exponent: np.ndarray | int) -> np.ndarray:
     return np.asarray(qm.rounding_divide_by_pot(x, exponent), I64)
 
 
+# How MultiplyByQuantizedMultiplier rounds (``qconvert run --rounding``):
+#   double     TFLite's default build: SRDHM, then RoundingDivideByPOT (two roundings; TVM QNN "TFLITE")
+#   single     TFLITE_SINGLE_ROUNDING builds, CMSIS-NN's single-rounding requantization:
+#              (x·m + 2^(t-1)) >> t with t = 31 - shift, ties towards +inf (TVM QNN "UPWARD")
+#   upward     the same arithmetic as single, by TVM's name
+#   tonearest  one rounding of x·m / 2^t, ties away from zero (TVM QNN "TONEAREST")
+ROUNDINGS = ("double", "single", "upward", "tonearest")
+_ROUNDING: contextvars.ContextVar[str] = contextvars.ContextVar("qconvert_rounding", default="double")
+
+
+@contextlib.contextmanager
+def rounding(mode: str) -> Iterator[None]:
+    """Run the kernels with ``mode`` (one of :data:`ROUNDINGS`) as MultiplyByQuantizedMultiplier's rounding."""
+    if mode not in ROUNDINGS:
+        raise ValueError(f"rounding {mode!r}: choose {', '.join(ROUNDINGS)}")
+    token = _ROUNDING.set(mode)
+    try:
+        yield
+    finally:
+        _ROUNDING.reset(token)
+
+
+def current_rounding() -> str:
+    return _ROUNDING.get()
+
+
+def mbqm_single(x: np.ndarray | int, multiplier: np.ndarray | int, shift: np.ndarray | int,
+                ties_away: bool = False) -> np.ndarray:
+    """One rounding of ``x·m / 2**(31 - shift)``: ties towards +inf, or away from zero. Exact in
+    int64 for int32 ``x`` and ``m`` (the product is below 2**62, the shift at most 62)."""
+    p = np.asarray(x, I64) * np.asarray(multiplier, I64)
+    total = 31 - np.asarray(shift, I64)
+    half = np.left_shift(I64(1), total - 1)
+    if not ties_away:
+        return (p + half) >> total
+    return np.where(p >= 0, (p + half) >> total, -((-p + half) >> total))
+
+
 def mbqm(x: np.ndarray | int, multiplier: np.ndarray | int, shift: np.ndarray | int) -> np.ndarray:
-    return np.asarray(qm.multiply_by_quantized_multiplier(x, multiplier, shift), I64)
+    mode = _ROUNDING.get()
+    if mode == "double":
+        return np.asarray(qm.multiply_by_quantized_multiplier(x, multiplier, shift), I64)
+    return mbqm_single(x, multiplier, shift, ties_away=mode == "tonearest")
 
 
 def saturating_left_shift(x: np.ndarray, exponent: int) -> np.ndarray:

@@ -25,10 +25,12 @@ from qconvert.errors import KernelError, RunError
 from qconvert.ops import Rule, float_operands, requant, row
 from qconvert.quant import round_half_away_array
 from qconvert.quant.requant import operand as requant_operand
+from qconvert.runtime.fixed_point import ROUNDINGS, rounding
 from qconvert.runtime.kernels import INT16_KERNELS, KERNELS, UINT8_KERNELS, OpCall
 from qconvert.schema.reader import read_model
 from qconvert.schema.requant_metadata import METADATA_NAME, decode
 
+RUNTIMES = ("litert-ref", "tflm")  # whose integer arithmetic `run` reproduces
 _SHAPE_KERNELS = frozenset({"PACK", "STRIDED_SLICE", "SLICE", "RESHAPE", "CONCATENATION", "GATHER"})
 MAX_ELEMENTS = 1 << 28  # per tensor: a damaged shape is refused, not allocated
 
@@ -57,8 +59,18 @@ def quantize_float(x: np.ndarray, scale: float, zero_point: int, dtype: str = "i
 
 
 class IntegerModel:
-    def __init__(self, data: bytes, integer_fully_connected: bool = False) -> None:
-        self.integer_fully_connected = integer_fully_connected
+    def __init__(self, data: bytes, integer_fully_connected: bool = False, runtime: str = "litert-ref",
+                 rounding: str = "double") -> None:
+        """``runtime``: whose arithmetic to reproduce, LiteRT's reference kernels (``litert-ref``) or
+        TFLite Micro's (``tflm``: FULLY_CONNECTED by the 31-bit multiplier). ``rounding``: how
+        MultiplyByQuantizedMultiplier rounds (``qconvert.runtime.fixed_point.ROUNDINGS``); any but
+        ``double`` also takes FULLY_CONNECTED by the multiplier, as such builds do."""
+        if runtime not in RUNTIMES:
+            raise RunError(f"runtime {runtime!r}: choose {', '.join(RUNTIMES)}")
+        if rounding not in ROUNDINGS:
+            raise RunError(f"rounding {rounding!r}: choose {', '.join(ROUNDINGS)}")
+        self.runtime, self.rounding = runtime, rounding
+        self.integer_fully_connected = integer_fully_connected or runtime == "tflm" or rounding != "double"
         try:
             self.model = read_model(data)
         except ValueError as exc:
@@ -249,7 +261,8 @@ class IntegerModel:
             integer_fully_connected=self.integer_fully_connected, output_dtype=out.dtype,
         )
         try:
-            y = kernel(call)
+            with rounding(self.rounding):
+                y = kernel(call)
         except KernelError as exc:
             raise RunError(str(exc)) from None
         except (ValueError, IndexError, TypeError, KeyError, MemoryError, ArithmeticError) as exc:  # a damaged file

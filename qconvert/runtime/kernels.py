@@ -39,7 +39,7 @@ from qconvert.ops.windows import (
     windows,
 )
 from qconvert.runtime import reduce, transcendental, transcendental16
-from qconvert.runtime.fixed_point import I64, mbqm, mbqm_int64, scale_by_binary64
+from qconvert.runtime.fixed_point import I64, current_rounding, mbqm, mbqm_int64, scale_by_binary64
 
 
 @dataclass
@@ -184,7 +184,7 @@ def fully_connected(call: OpCall) -> np.ndarray:
         raise KernelError(f"operator {call.index} (FULLY_CONNECTED '{call.name}'): {len(m)} multipliers for "
                           f"{o} output channels")
     wide = getattr(call.record, "wide", None)
-    if wide is not None and not call.integer_fully_connected:
+    if wide is not None and not call.integer_fully_connected and current_rounding() == "double":
         # LiteRT 2.3's reference kernel: round(acc * double factor), reproduced in integers
         y = _finish(call, scale_by_binary64(acc, np.asarray(wide, np.uint64)) + call.output_zp)
     else:  # TFLite's integer kernel: MultiplyByQuantizedMultiplier (int16: the 16-bit cut on int64)

@@ -21,12 +21,13 @@ from qconvert.runtime.interpreter import IntegerModel, RunError
 from qconvert.tools.text import table as text_table
 
 
-def read_model(path: str | os.PathLike, integer_fully_connected: bool = False) -> IntegerModel:
+def read_model(path: str | os.PathLike, integer_fully_connected: bool = False, runtime: str = "litert-ref",
+               rounding: str = "double") -> IntegerModel:
     try:
         data = Path(path).read_bytes()
     except OSError as exc:
         raise RunError(f"cannot read '{path}': {exc.strerror or exc}") from None
-    return IntegerModel(data, integer_fully_connected=integer_fully_connected)
+    return IntegerModel(data, integer_fully_connected=integer_fully_connected, runtime=runtime, rounding=rounding)
 
 
 def read_inputs(path: str | os.PathLike, model: IntegerModel) -> tuple[dict[str, np.ndarray], str]:
@@ -105,8 +106,9 @@ def _summary(name: str, v: np.ndarray) -> list[str]:
 
 
 def run_command(model_path: str, input_path: str, output: str | None, trace: bool,
-                quantize_inputs: bool, integer_fully_connected: bool = False) -> str:
-    model = read_model(model_path, integer_fully_connected)
+                quantize_inputs: bool, integer_fully_connected: bool = False, runtime: str = "litert-ref",
+                rounding: str = "double") -> str:
+    model = read_model(model_path, integer_fully_connected, runtime, rounding)
     feeds, layout = read_inputs(input_path, model)
     outputs, traced = run_samples(model, feeds, trace=trace, quantize_inputs=quantize_inputs)
     if layout == "single":  # single samples in, single samples out
