@@ -15,7 +15,7 @@ from typing import Any, Sequence
 
 import click
 
-COMMANDS = ("convert", "batch", "dump", "run", "compare")
+COMMANDS = ("convert", "batch", "dump", "run", "compare", "check")
 
 
 class _DefaultToConvert(click.Group):
@@ -78,6 +78,7 @@ def cli() -> None:
     qconvert batch models/ --manifest models.toml --report report.json
     qconvert dump MODEL.tflite
     qconvert run MODEL.tflite --input x.npz
+    qconvert check MODEL.tflite --target tflm --target ethos-u55-128
     qconvert compare MODEL.pb MODEL.tflite --data x.npz
     """
 
@@ -286,6 +287,43 @@ def run(model: str, input_path: str, output: str | None, trace: bool, quantize_i
 
         click.echo(run_command(model, input_path, output, trace, quantize_inputs, integer_fc, runtime, rounding),
                    nl=False)
+
+    _guard(work, debug)
+
+
+@cli.command()
+@click.argument("model", type=click.Path(path_type=str))
+@click.option("--target", "targets", multiple=True, metavar="NAME",
+              help="litert, litert-ref, tflm, ethos-u55-128, ethos-u55-256, ethos-u65-256, ethos-u85-256, or all "
+                   "(repeatable; default: all).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON document instead of text (shape: see README).")
+@click.option("--inputs", "n_inputs", type=click.IntRange(min=1), default=8, show_default=True, metavar="N",
+              help="Random inputs to run (LiteRT, TFLite Micro).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed for the random inputs.")
+@click.option("--static", "static_only", is_flag=True, help="Only the static check of known constraints: no tool runs.")
+@click.option("--vela-config", "vela_config", type=click.Path(exists=True, dir_okay=False, path_type=str),
+              metavar="FILE", help="Vela configuration file (.ini), passed to vela --config.")
+@click.option("--vela-arg", "vela_args", multiple=True, metavar="ARG",
+              help="An argument passed to vela as it is, e.g. --vela-arg=--system-config=NAME (repeatable).")
+@click.option("--fail-on-cpu", "fail_on_cpu", is_flag=True,
+              help="Exit 1 also when an Ethos-U target leaves ops to the CPU.")
+@click.option("--debug", is_flag=True, help="Show a traceback on errors.")
+def check(model: str, targets: tuple[str, ...], as_json: bool, n_inputs: int, seed: int, static_only: bool,
+          vela_config: str | None, vela_args: tuple[str, ...], fail_on_cpu: bool, debug: bool) -> None:
+    """Will MODEL.tflite run on a target? Why not (op, tensor, constraint), and what it costs there.
+
+    With the target's tool installed (LiteRT; pip install 'qconvert[tflm]' for TFLite Micro,
+    'qconvert[vela]' for Ethos-U) the file runs or compiles there; otherwise a static check of
+    the target's known constraints. Exit 0 when every target can run it, 1 when one cannot.
+    """
+    def work() -> None:
+        from qconvert.tools.check import check_command
+
+        text, status = check_command(model, targets, as_json, n_inputs, seed, static_only, vela_config, vela_args,
+                                     fail_on_cpu)
+        click.echo(text, nl=False)
+        if status:
+            sys.exit(status)
 
     _guard(work, debug)
 

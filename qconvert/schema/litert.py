@@ -6,15 +6,21 @@ from __future__ import annotations
 
 from typing import Any
 
+RESOLVERS = ("builtin", "ref", "default")
 
-def interpreter(data: bytes, preserve_all_tensors: bool = True) -> Any:
-    """A LiteRT interpreter on ``data`` with the built-in kernels (no delegate), tensors
-    allocated. ValueError with LiteRT's first line when it cannot load the file."""
+
+def interpreter(data: bytes, preserve_all_tensors: bool = True, resolver: str = "builtin") -> Any:
+    """A LiteRT interpreter on ``data``, tensors allocated. ``resolver``: ``builtin`` = the
+    built-in kernels without a delegate, ``ref`` = the reference kernels (BUILTIN_REF),
+    ``default`` = what LiteRT picks by itself (built-in kernels and the XNNPACK delegate).
+    ValueError with LiteRT's first line when it cannot load the file."""
     from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
+    kind = {"builtin": OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES, "ref": OpResolverType.BUILTIN_REF,
+            "default": OpResolverType.AUTO}[resolver]
     try:
         it = Interpreter(model_content=bytes(data), experimental_preserve_all_tensors=preserve_all_tensors,
-                         experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+                         experimental_op_resolver_type=kind)
         it.allocate_tensors()
     except (RuntimeError, ValueError) as exc:
         raise ValueError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
