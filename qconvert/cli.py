@@ -120,9 +120,14 @@ def cli() -> None:
               help="Images: the pixels minus --mean are divided by this.")
 @click.option("--ranges-file", "ranges_file", type=click.Path(path_type=str), metavar="FILE",
               help="JSON {tensor: [min, max]}: ranges by hand; they override calibration.")
-@click.option("--int4-storage", "int4_storage", type=click.Choice(["packed", "int8"]), default="packed",
-              show_default=True, help="4-bit QAT weights: packed INT4 (TensorFlow's; CONV_2D, DEPTHWISE_CONV_2D, "
-                                      "FULLY_CONNECTED) or int8 in [-7, 7] for runtimes without INT4 (Vela).")
+@click.option("--int4-storage", "int4_storage", type=click.Choice(["packed", "int8"]), default=None,
+              help="4-bit weights: packed INT4 (TensorFlow's, the default; CONV_2D, DEPTHWISE_CONV_2D, "
+                   "FULLY_CONNECTED) or int8 in [-7, 7] for runtimes without INT4 (Vela; the default for such "
+                   "--target).")
+@click.option("--target", "targets", multiple=True, metavar="NAME",
+              help="Convert for this runtime (litert, litert-ref, tflm, ethos-u55-128, ethos-u55-256, ethos-u65-256, "
+                   "ethos-u85-256; repeatable): choices follow it, and `qconvert check` runs on the file written; "
+                   "exit 1 when a target cannot run it.")
 @click.option("--activations", "activations", type=click.Choice(["int8", "int16"]), default="int8", show_default=True,
               help="Float graphs with --calibration-data: int16 is TensorFlow's 16x8 mode (int16 activations, "
                    "int8 weights, int64 biases).")
@@ -142,8 +147,8 @@ def convert(model: str, output: str | None, ranges: tuple[str, ...], shapes: tup
             default_ranges: str | None, allow_float: bool, calibration_data: str | None,
             calibration_samples: int | None, calibration_batch: int, calibration_method: str, percentile: float,
             seed: int, image_size: str | None, mean: str, std: str,
-            ranges_file: str | None, activations: str, weights: str, block_size: str | None, int4_storage: str,
-            low_bit_activations: str, debug: bool) -> None:
+            ranges_file: str | None, activations: str, weights: str, block_size: str | None,
+            int4_storage: str | None, targets: tuple[str, ...], low_bit_activations: str, debug: bool) -> None:
     """Convert a frozen GraphDef MODEL.pb (QAT, or float with --calibration-data) to a fully-int8 TFLite model."""
     defaults = None
     if default_ranges is not None:
@@ -162,10 +167,14 @@ def convert(model: str, output: str | None, ranges: tuple[str, ...], shapes: tup
 
     def work() -> None:
         from qconvert.converter import api
+        from qconvert.errors import ConversionError
         from qconvert.io import write_atomic
+        from qconvert.tools.targets import conversion_choices
 
         target = output or str(api.default_output(model))
         t0 = time.perf_counter()
+        devices = _targets(targets)
+        storage, target_notes = conversion_choices(devices, int4_storage, int(block_size) if block_size else None)
         try:
             result = api.convert_graph(model, input_ranges=input_ranges, input_shapes=input_shapes,
                                        inputs=_names(inputs), outputs=_names(outputs), dump_after=dump_after,
@@ -175,7 +184,7 @@ def convert(model: str, output: str | None, ranges: tuple[str, ...], shapes: tup
                                        calibration_batch=calibration_batch,
                                        calibration_method=calibration_method, percentile=percentile, seed=seed,
                                        image_size=size, mean=means, std=stds,
-                                       ranges_file=ranges_file, int4_storage=int4_storage,
+                                       ranges_file=ranges_file, int4_storage=storage,
                                        low_bit_activations=low_bit_activations, weights=weights,
                                        block_size=int(block_size) if block_size else None,
                                        activations=activations,
@@ -187,19 +196,46 @@ def convert(model: str, output: str | None, ranges: tuple[str, ...], shapes: tup
 
                 write_report(report, [build_record(model, target, error=exc, seconds=time.perf_counter() - t0)])
             raise
+        notes = list(result.notes) + (target_notes if _has_4bit_weights(result.graph) else [])
+        checked = None
+        if devices:
+            from qconvert.tools.check import check_model
+
+            checked = check_model(target, devices)
         if report:
             from qconvert.tools.batch import build_record, write_report
 
-            write_report(report, [build_record(model, target, result.model, result.notes,
-                                               seconds=time.perf_counter() - t0)])
-        for note in result.notes:
+            record = build_record(model, target, result.model, notes, seconds=time.perf_counter() - t0)
+            if checked is not None:
+                record["target_check"] = checked
+            write_report(report, [record])
+        for note in notes:
             click.echo(f"qconvert: note: {note}", err=True)
         g = result.graph
         click.echo(f"wrote {target}: {len(g.nodes)} ops, {len(result.model)} bytes, "
                    f"inputs {', '.join(_io(g, n) for n in g.inputs)}; outputs {', '.join(_io(g, n) for n in g.outputs)}",
                    err=report == "-")
+        if checked is not None:
+            for e in checked["targets"]:
+                click.echo(f"{e['target']}: {e['verdict']} ({e['basis']}): {e['summary']}", err=report == "-")
+            bad = next((e for e in checked["targets"] if e["verdict"] == "cannot-run"), None)
+            if bad is not None:
+                why = bad["problems"][0]["message"] if bad["problems"] else bad["summary"]
+                raise ConversionError(f"wrote {target}, but {bad['target']} cannot run it: {why}")
 
     _guard(work, debug)
+
+
+def _targets(names: tuple[str, ...]) -> list[str]:
+    """--target values, checked against the known targets (a usage error otherwise)."""
+    from qconvert.tools.check import parse_targets
+
+    return parse_targets(names) if names else []
+
+
+def _has_4bit_weights(graph: Any) -> bool:
+    return any(t.quant is not None and t.quant.qmax == 7 and t.quant.qmin in (-7, -8)
+               for t in graph.tensors.values())
 
 
 @cli.command()

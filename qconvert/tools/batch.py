@@ -36,9 +36,9 @@ _CALIBRATION_KEYS = {"calibration_data", "calibration_samples", "calibration_bat
 _WIDTH_KEYS = {"activations": ("int8", "int16"), "weights": ("int8", "int4"), "block_size": (32, 64, 128, 256),
                "int4_storage": ("packed", "int8"),
                "low_bit_activations": ("error", "8bit")}
-_DEFAULT_KEYS = {"inputs_range", "input_shapes", "inputs", "outputs", "output_dir"} | _CALIBRATION_KEYS \
+_DEFAULT_KEYS = {"inputs_range", "input_shapes", "inputs", "outputs", "output_dir", "target"} | _CALIBRATION_KEYS \
     | set(_WIDTH_KEYS)
-_MODEL_KEYS = {"path", "output", "inputs_range", "input_shapes", "inputs", "outputs"} | _CALIBRATION_KEYS \
+_MODEL_KEYS = {"path", "output", "inputs_range", "input_shapes", "inputs", "outputs", "target"} | _CALIBRATION_KEYS \
     | set(_WIDTH_KEYS)
 _NODE_RE = re.compile(r"node '([^']+)'")
 
@@ -59,6 +59,7 @@ class Job:
     inputs: list | None = None
     outputs: list | None = None
     calibration: dict = field(default_factory=dict)  # keyword arguments of api.convert_graph
+    targets: list = field(default_factory=list)  # `target` key: conversion choices, and check after writing
 
     @property
     def name(self) -> str:
@@ -123,6 +124,13 @@ def _settings(table: dict, base: Path, where: str) -> dict:
     for key in ("output", "output_dir"):
         if key in table:
             out[key] = str(base / str(table[key]))
+    if "target" in table:
+        from qconvert.tools.check import parse_targets
+
+        names = table["target"] if isinstance(table["target"], list) else [table["target"]]
+        if not names or not all(isinstance(n, str) for n in names):
+            raise _usage(f"{where}: target = {table['target']!r}: a target name or a list of them")
+        out["targets"] = parse_targets(names)
     calibration = {}
     for key, kind in (("calibration_samples", int), ("calibration_batch", int), ("seed", int),
                       ("percentile", (int, float)), ("calibration_method", str)):
@@ -226,7 +234,7 @@ def plan(args: Sequence[str], manifest: str | None = None) -> list[Job]:
         else:
             output = str(Path(model).with_suffix(".tflite"))
         jobs.append(Job(model, output, dict(s.get("input_ranges", {})), dict(s.get("input_shapes", {})),
-                        s.get("inputs"), s.get("outputs"), dict(s.get("calibration", {}))))
+                        s.get("inputs"), s.get("outputs"), dict(s.get("calibration", {})), list(s.get("targets", []))))
     return jobs
 
 
@@ -295,11 +303,19 @@ def _convert_job(job: Job, check: bool) -> dict:
     """
     t0 = time.perf_counter()
     try:
+        options = dict(job.calibration)
+        notes: list[str] = []
+        if job.targets:
+            from qconvert.tools.targets import conversion_choices
+
+            options["int4_storage"], notes = conversion_choices(job.targets, options.get("int4_storage"),
+                                                                options.get("block_size"))
         result = api.convert_graph(job.model, input_ranges=job.input_ranges, input_shapes=job.input_shapes,
-                                   inputs=job.inputs, outputs=job.outputs,
-                                   **job.calibration)
+                                   inputs=job.inputs, outputs=job.outputs, **options)
         seconds = time.perf_counter() - t0
-        rec = build_record(job.model, job.output, result.model, result.notes, seconds=seconds)
+        four_bit = any(t.quant is not None and t.quant.qmax == 7 for t in result.graph.tensors.values())
+        rec = build_record(job.model, job.output, result.model, list(result.notes) + (notes if four_bit else []),
+                           seconds=seconds)
         if check:
             try:
                 old = Path(job.output).read_bytes()
@@ -308,6 +324,15 @@ def _convert_job(job: Job, check: bool) -> dict:
             rec["check"] = "missing" if old is None else ("same" if old == result.model else "changed")
         else:
             write_atomic(job.output, result.model)
+            if job.targets:  # the file as written, on each target (`qconvert check`)
+                from qconvert.tools.check import check_model
+
+                rec["target_check"] = checked = check_model(job.output, job.targets)
+                bad = next((e for e in checked["targets"] if e["verdict"] == "cannot-run"), None)
+                if bad is not None:
+                    why = bad["problems"][0]["message"] if bad["problems"] else bad["summary"]
+                    rec["status"] = "failed"
+                    rec["error"] = f"wrote {job.output}, but {bad['target']} cannot run it: {why}"
         return rec
     except Exception as exc:  # noqa: BLE001 - a failing model never stops the others
         return build_record(job.model, job.output, error=exc, seconds=time.perf_counter() - t0)

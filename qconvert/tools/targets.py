@@ -501,3 +501,37 @@ def verdict(findings: list[Finding]) -> str:
     if effects & {"fails", "wrong"}:
         return "cannot-run"
     return "partial" if "cpu" in effects else "runs"
+
+
+# ---------------------------------------------------------------------------
+# convert --target: the conversion choices a target makes
+
+
+# Targets that cannot take INT4 weight tensors as TensorFlow writes them, and why (the rules above).
+INT4_REJECTED: Mapping[str, str] = {
+    **{t: "Vela 5.2 crashes on any INT4 tensor (measured)" for t in ETHOS_U},
+    "tflm": "TFLite Micro rejects per-channel INT4 FULLY_CONNECTED (measured; fully_connected_common.cc)",
+    "litert-ref": "LiteRT's reference kernels register DEPTHWISE_CONV_2D up to version 6, not INT4's 7 (measured)",
+}
+BLOCKWISE_TARGETS = ("litert",)  # blockwise INT4 weights run in XNNPACK only (the rules above)
+
+
+def conversion_choices(targets: list[str], int4_storage: str | None, block_size: int | None
+                       ) -> tuple[str, list[str]]:
+    """(int4_storage, notes) for converting to ``targets``: 4-bit weights are stored as int8 in
+    [-7, 7] when a target cannot take INT4 tensors, unless ``int4_storage`` was given; blockwise
+    weights (``block_size``) for a target other than LiteRT's default kernels are a usage error."""
+    from qconvert.errors import UsageError
+
+    if block_size is not None:
+        bad = [t for t in targets if t not in BLOCKWISE_TARGETS]
+        if bad:
+            raise UsageError(f"--block-size with --target {bad[0]}: blockwise INT4 weights run only in LiteRT's "
+                             f"XNNPACK (--target litert); drop --block-size (per-channel --weights int4) for {bad[0]}")
+    if int4_storage is not None:
+        return int4_storage, []
+    why = [(t, INT4_REJECTED[t]) for t in targets if t in INT4_REJECTED]
+    if not why:
+        return "packed", []
+    return "int8", [f"--target {why[0][0]}: 4-bit weights stored as int8 in [-7, 7] ({why[0][1]}); "
+                    "--int4-storage packed keeps INT4"]

@@ -395,3 +395,75 @@ def _model(path: str) -> ModelInfo:
 
 def _tensors(path: str) -> list[TensorInfo]:
     return _model(path).tensors
+
+
+# ---------------------------------------------------------------------------
+# convert --target and the batch manifest's target key
+
+
+@pytest.fixture(scope="module")
+def four_bit_pb(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """A QAT graph with 4-bit weight FakeQuants (TensorFlow writes INT4 tensors for them)."""
+    pytest.importorskip("tensorflow", reason="the corpus is built with TensorFlow")
+    sys.path.insert(0, str(ROOT / "tests" / "fixtures"))
+    import corpus
+
+    seed, fn = corpus._BUILDERS["conv_relu_perchannel"]
+    m = corpus.build_qat_graph("conv_relu_perchannel", seed, fn, weight_bits=4)
+    path = tmp_path_factory.mktemp("target") / "four_bit.pb"
+    path.write_bytes(m.graph_def)
+    (name, (lo, hi)), = m.input_ranges.items()
+    return path, f"{name}={lo},{hi}"
+
+
+def _qconvert(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "qconvert", *args], capture_output=True, text=True, cwd=ROOT,
+                          timeout=600)
+
+
+def test_convert_for_ethos_u_stores_4bit_weights_as_int8(four_bit_pb: tuple[Path, str], tmp_path: Path) -> None:
+    from qconvert.schema.reader import read_model
+
+    pb, rng = four_bit_pb
+    out = tmp_path / "u55.tflite"
+    r = _qconvert("convert", str(pb), "--inputs-range", rng, "-o", str(out), "--target", "ethos-u55-128",
+                  "--report", str(tmp_path / "r.json"))
+    assert r.returncode == 0, r.stderr
+    assert "--target ethos-u55-128: 4-bit weights stored as int8" in r.stderr and "ethos-u55-128: runs" in r.stdout
+    assert "int4" not in {t.dtype for t in read_model(out.read_bytes()).tensors}
+    record = json.loads((tmp_path / "r.json").read_text())["models"][0]
+    assert record["target_check"]["ok"] and record["target_check"]["targets"][0]["target"] == "ethos-u55-128"
+
+    r = _qconvert("convert", str(pb), "--inputs-range", rng, "-o", str(out), "--target", "ethos-u55-128",
+                  "--int4-storage", "packed")  # the user's choice wins, and the check says what follows
+    assert r.returncode == 1 and r.stderr.strip().splitlines()[-1].startswith("qconvert: error: wrote")
+    assert "ethos-u55-128 cannot run it" in r.stderr and out.is_file()
+    r = _qconvert("convert", str(pb), "--inputs-range", rng, "-o", str(out), "--target", "litert")
+    assert r.returncode == 0 and "int4" in {t.dtype for t in read_model(out.read_bytes()).tensors}, r.stderr
+
+
+def test_convert_target_usage_errors(four_bit_pb: tuple[Path, str], tmp_path: Path) -> None:
+    pb, rng = four_bit_pb
+    r = _qconvert("convert", str(pb), "--inputs-range", rng, "-o", str(tmp_path / "x.tflite"), "--target", "npu9")
+    assert r.returncode == 2 and "unknown target 'npu9'" in r.stderr
+    r = _qconvert("convert", str(pb), "--calibration-data", str(tmp_path / "none.npz"), "--weights", "int4",
+                  "--block-size", "32", "--target", "tflm", "-o", str(tmp_path / "x.tflite"))
+    assert r.returncode == 2 and "blockwise INT4 weights run only in LiteRT's XNNPACK" in r.stderr
+
+
+def test_batch_manifest_target(four_bit_pb: tuple[Path, str], tmp_path: Path) -> None:
+    pb, rng = four_bit_pb
+    name, lo_hi = rng.split("=")
+    manifest = tmp_path / "m.toml"
+    manifest.write_text(f'[defaults]\ntarget = "tflm"\ninputs_range = {{ {name} = "{lo_hi}" }}\n'
+                        f'[[model]]\npath = "{pb}"\noutput = "{tmp_path / "a.tflite"}"\n')
+    r = _qconvert("batch", "--manifest", str(manifest), "--jobs", "1", "--report", str(tmp_path / "r.json"))
+    assert r.returncode == 0, r.stderr
+    record = json.loads((tmp_path / "r.json").read_text())["models"][0]
+    assert record["status"] == "ok" and record["target_check"]["targets"][0]["target"] == "tflm"
+    assert any("stored as int8" in n for n in record["notes"])
+    manifest.write_text(manifest.read_text().replace('target = "tflm"', 'target = ["tflm", "ethos-u55-128"]\n'
+                                                     'int4_storage = "packed"'))
+    r = _qconvert("batch", "--manifest", str(manifest), "--jobs", "1", "--report", str(tmp_path / "r.json"))
+    record = json.loads((tmp_path / "r.json").read_text())["models"][0]
+    assert r.returncode == 1 and record["status"] == "failed" and "ethos-u55-128 cannot run it" in record["error"]
