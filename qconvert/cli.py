@@ -380,10 +380,12 @@ def check(model: str, targets: tuple[str, ...], as_json: bool, n_inputs: int, se
 @click.option("--inputs", "inputs", multiple=True, metavar="NAME[,NAME]", help="As given to convert.")
 @click.option("--outputs", "outputs", multiple=True, metavar="NAME[,NAME]", help="As given to convert.")
 @click.option("--input-shapes", "shapes", multiple=True, metavar="NAME=D0,D1,...", help="As given to convert.")
+@click.option("--runtime", type=click.Choice(["litert-ref", "tflm"]), default="litert-ref", show_default=True,
+              help="Whose integer arithmetic runs the .tflite (as qconvert run --runtime).")
 @click.option("--debug", is_flag=True, help="Show a traceback on errors.")
 def compare(model: str, tflite: str, data: str, samples: int | None, seed: int, as_json: bool,
             plot_path: str | None, fail_below: float | None, fake_quant: bool, inputs: tuple[str, ...],
-            outputs: tuple[str, ...], shapes: tuple[str, ...], debug: bool) -> None:
+            outputs: tuple[str, ...], shapes: tuple[str, ...], runtime: str, debug: bool) -> None:
     """Per-layer error of MODEL.tflite against the float MODEL.pb on the same data.
 
     For every tensor of the int8 model that the float graph has: SNR (dB), cosine
@@ -399,7 +401,8 @@ def compare(model: str, tflite: str, data: str, samples: int | None, seed: int, 
         from qconvert.tools import compare as cmp
 
         report = cmp.compare(model, tflite, data, samples=samples, seed=seed, fake_quant=fake_quant,
-                             inputs=_names(inputs), outputs=_names(outputs), input_shapes=input_shapes or None)
+                             inputs=_names(inputs), outputs=_names(outputs), input_shapes=input_shapes or None,
+                             runtime=runtime)
         doc = report.as_dict()
         if plot_path:
             cmp.plot(report, plot_path)

@@ -209,11 +209,13 @@ class _LiteRTModel:
         return {n: values[n] for n in self.output_names}, values
 
 
-def _int8_model(path: str | os.PathLike) -> tuple[Any, str]:
-    """qconvert's integer executor when it takes the file, else LiteRT (and why)."""
+def _int8_model(path: str | os.PathLike, runtime: str = "litert-ref") -> tuple[Any, str]:
+    """qconvert's integer executor (``runtime``'s arithmetic) when it takes the file, else LiteRT (and why)."""
 
     try:
-        model = read_integer_model(path)
+        model = read_integer_model(path, runtime=runtime)
+        if runtime != "litert-ref":
+            return model, f"integer executor, {runtime} arithmetic"
         if model.computed:  # another converter's file: the kernels' parameters from its scales
             return model, "integer executor; parameters from the file's scales (no qconvert metadata)"
         return model, "integer executor"
@@ -265,8 +267,8 @@ class Report:
 def compare(pb: str | os.PathLike, tflite: str | os.PathLike, data: str | os.PathLike | Mapping[str, np.ndarray],
             samples: int | None = None, seed: int = 0, fake_quant: bool = False,
             inputs: Sequence[str] | None = None, outputs: Sequence[str] | None = None,
-            input_shapes: Mapping[str, Sequence[int]] | None = None) -> Report:
-    model, engine = _int8_model(tflite)
+            input_shapes: Mapping[str, Sequence[int]] | None = None, runtime: str = "litert-ref") -> Report:
+    model, engine = _int8_model(tflite, runtime)
     tensors = model.tensors
     if is_tf_model(pb):  # a SavedModel directory or Keras file, frozen as `convert` freezes it
         frozen, tf_inputs, tf_outputs = freeze(pb)

@@ -158,3 +158,16 @@ def test_tensorflows_own_file_is_compared_through_the_scales(good: tuple[Path, P
     assert [r["op"] for r in b["tensors"]] == [r["op"] for r in a["tensors"]] and not b["unmapped"]
     for x, y in zip(a["tensors"], b["tensors"]):
         assert abs(x["snr_db"] - y["snr_db"]) < 0.5, (x, y)
+
+
+def test_runtime_tflm_runs_the_int8_side_with_tflite_micros_arithmetic(good: tuple[Path, Path, Path]) -> None:
+    """--runtime tflm: the same table, the int8 side by TFLite Micro's FULLY_CONNECTED; up to the
+    first FULLY_CONNECTED the figures are the default's, and the engine says which arithmetic ran."""
+    pb, tfl, data = good
+    a, b = compare(pb, tfl, data).as_dict(), compare(pb, tfl, data, runtime="tflm").as_dict()
+    assert b["engine"] == "integer executor, tflm arithmetic"
+    assert [r["op"] for r in a["tensors"]] == [r["op"] for r in b["tensors"]]
+    for x, y in zip(a["tensors"], b["tensors"]):
+        if x["op"] == "FULLY_CONNECTED":
+            break
+        assert x["snr_db"] == y["snr_db"], (x, y)
