@@ -67,7 +67,7 @@ JSON shape (``--json``), schema_version 1. Keys are stable; new keys may be adde
                "sram_bytes": int, "dram_bytes": int, "on_chip_flash_bytes": int, "off_chip_flash_bytes": int,
                "inference_seconds": float, "inferences_per_second": float, "cycles": int, "macs": int}
 
-May import: ``qconvert.schema``, ``qconvert.tools.targets``, ``qconvert.io``, ``qconvert.errors``,
+May import: ``qconvert.schema``, ``qconvert.tools.targets``, ``qconvert.tools.dump`` (loading), ``qconvert.errors``,
 numpy; tflite_micro and ethos-u-vela only in the child processes that run them.
 """
 
@@ -85,7 +85,6 @@ from typing import Any
 import numpy as np
 
 from qconvert.errors import ConversionError, UsageError
-from qconvert.io import read_bytes
 from qconvert.tools import targets as T
 
 SCHEMA_VERSION = 1
@@ -459,18 +458,6 @@ def run_vela(model_path: str, model: Any, accelerator: str, vela_config: str | N
 # The check
 
 
-def _load(path: str) -> tuple[Any, int]:
-    from qconvert.schema.reader import read_model
-
-    data = read_bytes(path, "a .tflite file")
-    if not data:
-        raise ConversionError(f"{path}: the file is empty, not a TFLite file")
-    try:
-        return read_model(data), len(data)
-    except ValueError as exc:
-        raise ConversionError(f"{path}: {exc}") from None
-
-
 def random_inputs(model: Any, n: int, seed: int) -> list[np.ndarray]:
     """``n`` samples for each model input: integers over the type's whole range, floats in [-1, 1]."""
     rng = np.random.default_rng(seed)
@@ -700,7 +687,9 @@ def check_model(path: str, targets: list[str], n_inputs: int = DEFAULT_INPUTS, s
 
     if n_inputs < 1:
         raise UsageError("--inputs must be at least 1")
-    model, size = _load(path)
+    from qconvert.tools.dump import load_tflite
+
+    model, size = load_tflite(path)
     statics = {t: T.static_check(model, t) for t in targets}
     versions = tool_versions() if not static_only else {"litert": None, "tflm": None, "vela": None}
     ctx = _Context(path, model, size, n_inputs, seed, versions)

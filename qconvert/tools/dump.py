@@ -105,7 +105,8 @@ _MISMATCH = "!! REQUANT MISMATCH"
 # Loading
 
 
-def _load(path: str | os.PathLike) -> tuple[Any, int]:
+def load_tflite(path: str | os.PathLike) -> tuple[Any, int]:
+    """(the model, its size in bytes); one-line ConversionError for an empty or damaged file."""
     data = read_bytes(path, "a .tflite file")
     if not data:
         raise ConversionError(f"{os.fspath(path)}: the file is empty, not a TFLite file")
@@ -338,7 +339,7 @@ def describe(path: str | os.PathLike, sections: Iterable[str] | None = None,
         raise UsageError(f"unknown section(s) {sorted(unknown)}; known: {', '.join(SECTIONS)}")
     if not selected and tensor is None:
         selected = set(SECTIONS)
-    model, size = _load(path)
+    model, size = load_tflite(path)
     doc: dict[str, Any] = {"schema_version": SCHEMA_VERSION,
                            "file": {"name": os.path.basename(os.fspath(path)), "bytes": size}}
 

@@ -27,16 +27,6 @@ def _files(name: str) -> tuple[bytes, bytes]:
     return ours, oracle.tf_convert(m)
 
 
-def _tflm(tflite: bytes, feeds: list[np.ndarray], n_out: int) -> list[np.ndarray]:
-    from tflite_micro.python.tflite_micro import runtime
-
-    it = runtime.Interpreter.from_bytes(bytes(tflite), arena_size=8 << 20)
-    for i, x in enumerate(feeds):
-        it.set_input(x, i)
-    it.invoke()
-    return [it.get_output(i) for i in range(n_out)]
-
-
 @pytest.mark.parametrize("name", corpus.MODEL_NAMES)
 def test_tflite_micro_gives_tensorflows_outputs(name: str) -> None:
     pytest.importorskip("tflite_micro", reason="TFLite Micro's interpreter is the oracle")
@@ -51,8 +41,8 @@ def test_tflite_micro_gives_tensorflows_outputs(name: str) -> None:
     rng = np.random.default_rng(0)
     for _ in range(8):
         feeds = {t.name: rng.integers(-128, 128, t.shape).astype(np.int8) for t in inputs}
-        a = _tflm(ours, [feeds[n] for n in order], len(model.outputs))
-        b = _tflm(theirs, [feeds[n] for n in their_order], len(their_model.outputs))
+        a = oracle.tflm_outputs(ours, [feeds[n] for n in order], len(model.outputs))
+        b = oracle.tflm_outputs(theirs, [feeds[n] for n in their_order], len(their_model.outputs))
         for x, y in zip(a, b):
             np.testing.assert_array_equal(x, y)
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import corpus  # noqa: E402
 import numpy as np
+import oracle  # noqa: E402
 import pytest
 
 pytest.importorskip("tflite_micro", reason="TFLite Micro's interpreter is the oracle (pip install qconvert[tflm])")
@@ -22,16 +23,6 @@ from qconvert.runtime.interpreter import IntegerModel  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 REAL = ROOT.parent / "shared" / "realmodels"
-
-
-def _tflm_outputs(tflite: bytes, feeds: list[np.ndarray], n_outputs: int) -> list[np.ndarray]:
-    from tflite_micro.python.tflite_micro import runtime
-
-    it = runtime.Interpreter.from_bytes(bytes(tflite), arena_size=64 << 20)
-    for i, x in enumerate(feeds):
-        it.set_input(x, i)
-    it.invoke()
-    return [it.get_output(i) for i in range(n_outputs)]
 
 
 def _differing(tflite: bytes, runtime: str, n: int = 8) -> tuple[int, int]:
@@ -47,7 +38,7 @@ def _differing(tflite: bytes, runtime: str, n: int = 8) -> tuple[int, int]:
                 continue
             info = np.iinfo(d["dtype"])
             feeds[d["name"]] = rng.integers(info.min, info.max + 1, d["shape"]).astype(d["dtype"])
-        want = _tflm_outputs(tflite, list(feeds.values()), len(model.output_names))
+        want = oracle.tflm_outputs(tflite, list(feeds.values()), len(model.output_names))
         got = model.run(feeds)
         for w, name in zip(want, model.output_names):
             assert w.shape == got[name].shape and w.dtype == got[name].dtype
