@@ -40,7 +40,8 @@ def convolution(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any])
     w = _weights(row, ins)
     channels = w.shape[row.weight_axis]
     x = _input(ins, row.operand_slots[0])
-    return {"pairs": qm.conv_requant(x.s, w.scale, out.s, channels), "per_channel": True}
+    return {"pairs": qm.conv_requant(x.s, w.scale, out.s, channels, legacy_uint8=x.dtype == "uint8"),
+            "per_channel": True}
 
 
 def fully_connected(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> Parts:

@@ -90,16 +90,22 @@ def _f32(v: float) -> np.float32:
 
 
 def conv_requant(
-    input_scale: float, filter_scales: Sequence[float] | float, output_scale: float, num_channels: int | None = None
+    input_scale: float, filter_scales: Sequence[float] | float, output_scale: float, num_channels: int | None = None,
+    legacy_uint8: bool = False,
 ) -> list[tuple[int, int]]:
     """Per-channel ``(multiplier, shift)`` of CONV_2D / DEPTHWISE_CONV_2D int8
     (``PopulateConvolutionQuantizationParams``, lite/kernels/kernel_util.cc):
     ``double(in) * double(filter[c]) / double(out)``, each scale a float32 as
-    stored; one filter scale is broadcast to ``num_channels``."""
+    stored; one filter scale is broadcast to ``num_channels``. ``legacy_uint8``: a uint8
+    conv's one multiplier (``GetQuantizedConvolutionMultipler``), whose ``in * filter`` is a
+    FLOAT32 product widened to double (measured: on Coral's uint8 DeepLabv3 it moves a multiplier
+    from 1848217932 to 1848217993, and 22 outputs of 209,088 by 1)."""
     fs = np.atleast_1d(np.asarray(filter_scales, dtype=np.float32))
     if fs.size == 1 and num_channels is not None:
         fs = np.repeat(fs, num_channels)
     in_d, out_d = float(_f32(input_scale)), float(_f32(output_scale))
+    if legacy_uint8:
+        return quantize_multiplier_array((np.float32(_f32(input_scale)) * fs).astype(np.float64) / out_d)
     return quantize_multiplier_array(in_d * fs.astype(np.float64) / out_d)
 
 

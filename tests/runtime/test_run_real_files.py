@@ -26,6 +26,7 @@ pytestmark = pytest.mark.skipif(not REAL.is_dir(),
 # quantization; a float input or output through QUANTIZE/DEQUANTIZE; SHAPE → PACK int32 arithmetic)
 EXACT = [
     "coral_test_data/mobilenet_v1_0.25_128_quant.tflite", "coral_test_data/split_concat.tflite",
+    "coral_test_data/deeplabv3_mnv2_dm05_pascal_quant.tflite",  # uint8: a float32 in*w in its multipliers
     "mlcommons_tiny/ToyCar_model_ToyCar_quant_fullint.tflite", "mlcommons_tiny/ad01_int8.tflite",
     "mlcommons_tiny/kws_ref_model.tflite", "mlcommons_tiny/pretrainedResnet_large_int8.tflite",
     "mlcommons_tiny/pretrainedResnet_quant.tflite", "mlcommons_tiny/str_ww_ref_model.tflite",
@@ -103,17 +104,6 @@ def test_other_converters_files_equal_litert(name: str) -> None:
     figures = _differences((REAL / name).read_bytes())
     print(name, figures)
     assert all(f[0] == 0 for f in figures.values()), figures
-
-
-def test_uint8_deeplab_is_within_one_lsb() -> None:
-    """Coral's DeepLabv3 (uint8): one 1x1 CONV_2D gives LiteRT's output ±1 on 22 of 209,088
-    elements (acc 6060 · 0.0134475 = 81.492: we round to 81, LiteRT REF gives 82; not yet
-    explained); every other op and tensor is exact."""
-    pytest.importorskip("ai_edge_litert", reason="LiteRT is the oracle")
-    figures = _differences((REAL / "coral_test_data/deeplabv3_mnv2_dm05_pascal_quant.tflite").read_bytes(), n=1)
-    print(figures)
-    assert {k for k, f in figures.items() if f[0]} <= {"CONV_2D", "<outputs>", "ARG_MAX"}
-    assert figures["CONV_2D"][2] <= 1 and figures["CONV_2D"][0] < figures["CONV_2D"][1] // 1000
 
 
 @pytest.mark.parametrize("name", sorted(REFUSED))
