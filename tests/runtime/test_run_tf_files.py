@@ -19,8 +19,9 @@ import pytest
 tf = pytest.importorskip("tensorflow", reason="TensorFlow's converter writes the files")
 pytest.importorskip("ai_edge_litert", reason="LiteRT is the oracle")
 
-from qconvert.runtime.interpreter import IntegerModel  # noqa: E402
 from test_interpreter import assert_matches_litert  # noqa: E402
+
+from qconvert.runtime.interpreter import IntegerModel  # noqa: E402
 
 
 def _uint8(m: corpus.CorpusModel) -> bytes:
