@@ -21,6 +21,7 @@ from typing import Any, Callable, Mapping, Sequence
 from qconvert import quant as qm
 from qconvert.ops import kernels as k
 from qconvert.ops import recipes as r
+from qconvert.ops import recipes_seq as rs
 from qconvert.quant.requant import Operand, Requant
 
 
@@ -166,6 +167,11 @@ TABLE: dict[str, OpRow] = dict([
     _row("GATHER", Rule.SAME_SCALE, 2, float_inputs=(0,), kernel=k.gather, folds=True),
     _row("SPACE_TO_BATCH_ND", Rule.SAME_SCALE, 2, float_inputs=(0,), kernel=k.space_to_batch_nd),
     _row("BATCH_TO_SPACE_ND", Rule.SAME_SCALE, 2, float_inputs=(0,), kernel=k.batch_to_space_nd),
+    # sequence ops with VARIABLE state tensors (the activation, LSTM output and cell states): the converter
+    # writes neither; `run` executes other converters' files (int8 activations, int16 state)
+    _row("SVDF", Rule.FREE, 3, int16=False, float_inputs=(0,), requant=rs.svdf),
+    _row("UNIDIRECTIONAL_SEQUENCE_LSTM", Rule.FREE, 1, int16=False, float_inputs=(0,),
+         requant=rs.unidirectional_sequence_lstm),
 ])
 
 # recipes that build int8 lookup tables: no record for the int16 form of their ops (`run` refuses those)
@@ -208,7 +214,7 @@ def requant(op: str, inputs: Sequence[Operand | None], output: Operand, options:
         recipe = None
     if recipe is None and act == "NONE":
         return None
-    bounds = {"int16": (-32768, 32767), "uint8": (0, 255)}.get(output.dtype, (-128, 127))
+    bounds = {"int16": (-32768, 32767), "uint8": (0, 255), "int32": (-2**31, 2**31 - 1)}.get(output.dtype, (-128, 127))
     lo, hi = qm.activation_range(act, output.s, output.zp, *bounds) if act in CLAMPS else bounds
     parts = recipe(r_, inputs, output, options) if recipe is not None else {}
     lo, hi = parts.get("clamp", (lo, hi))

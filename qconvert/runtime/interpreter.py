@@ -12,6 +12,12 @@ data fed to an integer input when the caller asks for it (``quantize_inputs``).
     model = IntegerModel(open("m.tflite", "rb").read())
     outputs = model.run({"input": x_int8})                 # output name -> array
     outputs, trace = model.run(feeds, trace=True)          # every tensor, by name
+
+State: the VARIABLE tensors of SVDF (its activation state) and UNIDIRECTIONAL_SEQUENCE_LSTM (its
+output and cell states) start every ``run()`` as LiteRT's freshly allocated interpreter has them
+(``ResetVariableTensor``: an int8 state at its zero point, others at 0): each run is one
+invocation of a fresh interpreter, no state carries from one run to the next. The trace shows a
+state as its op left it, as LiteRT's tensors do after ``invoke()``.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from qconvert.ops import Rule, float_operands, requant, row
 from qconvert.quant import round_half_away_array
 from qconvert.quant.requant import operand as requant_operand
 from qconvert.runtime.fixed_point import ROUNDINGS, rounding
-from qconvert.runtime.kernels import INT16_KERNELS, KERNELS, UINT8_KERNELS, OpCall
+from qconvert.runtime.kernels import INT16_KERNELS, KERNELS, UINT8_KERNELS, WIDENING_KERNELS, OpCall
 from qconvert.schema.reader import read_model
 from qconvert.schema.requant_metadata import METADATA_NAME, decode
 
@@ -132,12 +138,14 @@ class IntegerModel:
             if not op.outputs or _converts(op) and op.builtin not in KERNELS:
                 continue
             out, x = operand(op.outputs[0]), operand(op.inputs[0]) if op.inputs else None
-            if out is None or not out.scale or out.dtype not in _RANGES:  # float or int32 outputs: nothing to derive
+            if out is None or not out.scale or out.dtype not in _RANGES and not (  # float or int32: nothing to derive
+                    _converts(op) and out.dtype == "int32"):  # but QUANTIZE int16 -> int32 (TFLite Micro's files)
                 continue
             if _converts(op) and (x is None or x.dtype not in _RANGES):  # QUANTIZE of a float input: the boundary
                 continue
             try:
-                rec = requant(op.builtin, [operand(i) for i in op.inputs], out, op.options, k)
+                # the op's intermediates (LSTM's) follow its inputs
+                rec = requant(op.builtin, [operand(i) for i in op.inputs + op.intermediates], out, op.options, k)
             except (ValueError, ArithmeticError, IndexError, KeyError, TypeError) as exc:
                 raise RunError(f"operator {k} ({op.builtin} '{_show(out.name)}'): its quantization parameters "
                                f"cannot be turned into integer ones ({exc})") from None
@@ -147,7 +155,9 @@ class IntegerModel:
 
     def _check_types(self, k: int, op: Any) -> None:
         """int8 activations, or int16 ones (16x8; int32/int64 only for biases, shapes and axes);
-        float only at the boundary; QUANTIZE may change int8 to int16 and back."""
+        float only at the boundary; QUANTIZE may change int8 to int16 and back, SOFTMAX int8 to
+        int16. A state (VARIABLE) tensor is not an activation slot: SVDF and LSTM kernels check
+        their int16 states themselves."""
         slots = float_operands(op.builtin, op.inputs)  # activations, not shapes or axes (RESHAPE's shape)
         acts = [t for t in [op.inputs[j] for j in slots] + op.outputs if t >= 0 and self.tensors[t].data is None
                 and not (t in op.outputs and self.tensors[t].dtype in ("int32", "int64"))]  # ARG_MAX's index
@@ -155,7 +165,10 @@ class IntegerModel:
         boundary = _converts(op) and len(kinds - {"float32"}) == 1 and kinds - {"float32"} <= set(_RANGES)
         requantize = _converts(op) and op.builtin in KERNELS and len(kinds) == 2 and kinds <= set(_RANGES)
         shapes = kinds == {"int32"} and op.builtin in _SHAPE_KERNELS  # int32 shape arithmetic (SHAPE → PACK)
-        if not (len(kinds) == 1 and kinds <= set(_RANGES)) and not boundary and not requantize and not shapes:
+        widening = op.builtin in WIDENING_KERNELS and kinds == {"int8", "int16"} and all(
+            self.tensors[t].dtype == "int16" for t in op.outputs)  # int8 in, int16 out
+        if not (len(kinds) == 1 and kinds <= set(_RANGES)) and not boundary and not requantize and not shapes \
+                and not widening:
             main = self.tensors[op.outputs[0]].dtype if self.tensors[op.outputs[0]].dtype in _RANGES else "int8"
             odd = next(t for t in acts if self.tensors[t].dtype != main)
             raise RunError(f"operator {k} ({op.builtin} '{self._name(op)}') has a {self.tensors[odd].dtype} "
@@ -206,6 +219,7 @@ class IntegerModel:
                 extra = [n for n in feeds if n not in names]
                 raise RunError(f"inputs given {sorted(feeds)}, the model's are {names}"
                                + (f"; missing '{missing[0]}'" if missing else f"; unknown '{extra[0]}'"))
+        values.update(self._initial_states())
         for index, name in zip(self.model.inputs, names):
             values[index] = self._feed(index, feeds[name], quantize_inputs)
         for k, op in enumerate(self.model.operators):
@@ -217,13 +231,21 @@ class IntegerModel:
             return outputs
         return outputs, {self.tensors[i].name: v for i, v in values.items()}
 
-    def run_op(self, k: int, tensors: Mapping[str, np.ndarray]) -> np.ndarray:
-        """Operator ``k`` alone, its inputs taken from ``tensors`` (name → array): for
-        checking one kernel against another runtime's tensors."""
+    def run_op(self, k: int, tensors: Mapping[Any, np.ndarray]) -> np.ndarray:
+        """Operator ``k`` alone, its inputs taken from ``tensors`` (name → array, or tensor index →
+        array where names are not unique): for checking one kernel against another runtime's
+        tensors. A state (VARIABLE) input starts as in :meth:`run`, whatever ``tensors`` holds
+        (another runtime's state tensor shows its value after the op)."""
         op = self.model.operators[k]
-        values = {i: np.asarray(tensors[self.tensors[i].name]) for i in op.inputs
-                  if i >= 0 and self.tensors[i].data is None}
+        values = self._initial_states()
+        values.update({i: np.asarray(tensors[i] if i in tensors else tensors[self.tensors[i].name]) for i in op.inputs
+                       if i >= 0 and self.tensors[i].data is None and not self.tensors[i].is_variable})
         return self._execute(k, op, values)
+
+    def _initial_states(self) -> dict[int, np.ndarray]:
+        """The VARIABLE tensors as a fresh LiteRT interpreter has them: int8 at the zero point, else 0."""
+        return {i: np.full(t.shape, self._zp(i) if t.dtype == "int8" else 0, dtype=t.dtype)
+                for i, t in enumerate(self.tensors) if t.is_variable and t.data is None and t.dtype in _RANGES}
 
     def _value(self, index: int, values: dict[int, np.ndarray]) -> np.ndarray | None:
         if index < 0:
@@ -279,4 +301,6 @@ class IntegerModel:
             return y
         if tuple(y.shape) != tuple(out.shape):
             raise RunError(f"{where} computes shape {list(y.shape)}, the file declares {list(out.shape)}")
+        for slot, state in call.states.items():  # SVDF, LSTM: their state tensors as the op leaves them
+            values[op.inputs[slot]] = state
         return y

@@ -25,7 +25,7 @@ on int8 data of realistic size); every rescale wraps and rounds as int32 arithme
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -38,7 +38,7 @@ from qconvert.ops.windows import (
     strided_index,
     windows,
 )
-from qconvert.runtime import reduce, transcendental, transcendental16
+from qconvert.runtime import lstm, reduce, svdf, transcendental, transcendental16
 from qconvert.runtime.fixed_point import I64, current_rounding, mbqm, mbqm_int64, scale_by_binary64
 
 
@@ -55,6 +55,7 @@ class OpCall:
     record: Any | None  # RequantRecord
     integer_fully_connected: bool = False  # FULLY_CONNECTED by the 31-bit multiplier, not the wide factor
     output_dtype: str = "int8"  # "int16" in a 16x8 file
+    states: dict[int, np.ndarray] = field(default_factory=dict)  # filled by a kernel: new VARIABLE inputs, by slot
 
     @property
     def int16(self) -> bool:
@@ -486,7 +487,7 @@ def _int16_pair(call: OpCall) -> tuple[int, int]:
 
 
 def softmax(call: OpCall) -> np.ndarray:
-    if call.int16:
+    if call.int16 and call.inputs[0].dtype == np.int16:  # int8 -> int16 is the int8 kernel (transcendental)
         return transcendental16.softmax16(call.inputs[0], *_int16_pair(call))
     return transcendental.softmax(call)
 
@@ -555,6 +556,8 @@ KERNELS: dict[str, Callable[[OpCall], np.ndarray]] = {
     "RESIZE_BILINEAR": resize_bilinear,
     "EXPAND_DIMS": reshape,
     "SHAPE": shape,
+    "SVDF": svdf.svdf,  # int8 in and out, an int16 state (svdf.py)
+    "UNIDIRECTIONAL_SEQUENCE_LSTM": lstm.unidirectional_sequence_lstm,  # int8, int16 cell state (lstm.py)
 }
 
 # uint8 files (TFLite's older quantization): the kernels that are the int8 ones with other bounds.
@@ -564,6 +567,10 @@ UINT8_KERNELS = frozenset({"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "A
                            "RESIZE_NEAREST_NEIGHBOR", "RESIZE_BILINEAR", "MAXIMUM", "MINIMUM", "RELU", "RELU6",
                            "GATHER", "PACK", "UNPACK", "EXPAND_DIMS", "SHAPE"})
 
+# int8 in, int16 out (TFLite Micro's keyword models end in SOFTMAX int8 -> int16): the kernels that take it.
+WIDENING_KERNELS = frozenset({"SOFTMAX"})
+
 # The ops whose int16 (16x8) kernels these reproduce; the rest of KERNELS run int8 only.
 INT16_KERNELS = frozenset(KERNELS) - {"RSQRT", "GELU", "HARD_SWISH", "PRELU", "SQUARED_DIFFERENCE", "RELU_N1_TO_1",
-                                      "SPACE_TO_DEPTH", "DEPTH_TO_SPACE"}
+                                      "SPACE_TO_DEPTH", "DEPTH_TO_SPACE",
+                                      "SVDF", "UNIDIRECTIONAL_SEQUENCE_LSTM"}  # int8 activations (int16 state only)

@@ -35,6 +35,7 @@ class TensorInfo:
     quantized_dimension: int = 0
     # BlockwiseQuantization details: (scales tensor, zero-points tensor, block size)
     blockwise: tuple[int, int, int] | None = None
+    is_variable: bool = False  # a state tensor (SVDF, LSTM) the op updates in place; starts at zero
 
     def array(self) -> np.ndarray | None:
         """The constant as a numpy array of its dtype and shape."""
@@ -64,6 +65,7 @@ class OpInfo:
     options_type: str = "NONE"  # the union member, e.g. "Conv2DOptions"
     custom_code: str | None = None
     custom_options: bytes | None = None  # a custom op's options, as stored (flexbuffer or anything)
+    intermediates: list[int] = field(default_factory=list)  # LSTM: tensors that carry only quantization
 
 
 @dataclass
@@ -227,6 +229,7 @@ def _convert(model: Any, data: bytes) -> ModelInfo:
                     zero_point=zp,
                     quantized_dimension=0 if q is None else int(q.quantizedDimension),
                     blockwise=_blockwise(q),
+                    is_variable=bool(t.isVariable),
                 )
             )
 
@@ -259,6 +262,7 @@ def _convert(model: Any, data: bytes) -> ModelInfo:
                     options_type=options_type,
                     custom_code=oc.custom_code,
                     custom_options=None if op.customOptions is None else np.asarray(op.customOptions, np.uint8).tobytes(),
+                    intermediates=check(_ints(op.intermediates), f"operator {k} intermediate"),
                 )
             )
         subgraphs.append(

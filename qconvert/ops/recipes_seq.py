@@ -1,0 +1,141 @@
+"""Prepare-time recipes of the sequence ops, SVDF and UNIDIRECTIONAL_SEQUENCE_LSTM: the integer
+parameters LiteRT's int8 kernels derive from the tensors' float32 scales (svdf.cc ``Prepare``,
+unidirectional_sequence_lstm.cc ``PopulateQuantizedLstmParams8x8_16``). Computed once, at load;
+the integer kernels in ``qconvert.runtime.svdf`` / ``qconvert.runtime.lstm`` read only the record.
+
+Neither op is written by the converter, so these records never reach the ``qconvert_requant``
+metadata; the runtime computes them for files other converters wrote. The record's ``pairs``
+carry every integer the kernel needs, in the order each recipe's docstring gives; an integer
+that is not a multiplier travels as ``(value, 0)``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from qconvert import quant as qm
+from qconvert.quant.requant import Operand
+
+Inputs = Sequence["Operand | None"]
+Parts = dict[str, Any]
+
+# UNIDIRECTIONAL_SEQUENCE_LSTM operand slots (lstm_shared.h)
+LSTM_INPUT = 0
+LSTM_INPUT_WEIGHTS = (1, 2, 3, 4)  # input-to-{input, forget, cell, output}
+LSTM_RECURRENT_WEIGHTS = (5, 6, 7, 8)  # recurrent-to-{input, forget, cell, output}
+LSTM_PEEPHOLE = (9, 10, 11)  # cell-to-{input, forget, output}
+LSTM_BIASES = (12, 13, 14, 15)  # {input, forget, cell, output} gate bias
+LSTM_PROJECTION = (16, 17)  # projection weights, projection bias
+LSTM_OUTPUT_STATE, LSTM_CELL_STATE = 18, 19
+LSTM_LAYER_NORM = (20, 21, 22, 23)
+LSTM_INTERMEDIATES = 5  # the kernel's five intermediates follow the inputs (the runtime appends them)
+
+# the record's pairs (UNIDIRECTIONAL_SEQUENCE_LSTM)
+LSTM_PAIR_INPUT = 0  # 0..3: effective input-to-gate scale, gates (input, forget, cell, output); CIFG: input (0, 0)
+LSTM_PAIR_RECURRENT = 4  # 4..7: effective recurrent-to-gate scale, same gate order
+LSTM_PAIR_HIDDEN = 8  # effective hidden scale: o·tanh(c) (2**-30 units) to the output state
+LSTM_PAIR_CELL_SCALE = 9  # (log2 of the cell state's scale, 0), e.g. (-11, 0)
+LSTM_PAIR_CELL_CLIP = 10  # (quantized cell clip, 0); 0: no clip
+LSTM_PAIR_HIDDEN_ZP = 11  # (zero point of the hidden intermediate, 0): the output state's, in practice
+LSTM_PAIRS = 12
+
+
+def _operand(ins: Inputs, slot: int, what: str) -> Operand:
+    if slot >= len(ins) or ins[slot] is None:
+        raise ValueError(f"{what} (input {slot}) is missing")
+    t = ins[slot]
+    if not t.scale:  # type: ignore[union-attr]
+        raise ValueError(f"{what} '{t.name}' has no quantization")  # type: ignore[union-attr]
+    return t  # type: ignore[return-value]
+
+
+def svdf(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> Parts:
+    """SVDF int8 (svdf.cc ``Prepare``; inputs: x, weights_feature, weights_time, bias, state).
+
+    pairs[0]: ``double(x) * double(weights_feature) / double(state)``, the feature matmul to the
+    int16 state; pairs[1]: ``double(state) * double(weights_time) / double(out)``, the time
+    matmul to the output. weights_time and the state must be int16 (ValueError otherwise).
+    clamp: the int8 range, whatever the fused activation: the integer
+    kernel (reference ``EvalIntegerSVDF``) clamps to [-128, 127] only, though Eval insists on
+    RELU."""
+    x = _operand(ins, 0, "input")
+    wf = _operand(ins, 1, "weights_feature")
+    wt = _operand(ins, 2, "weights_time")
+    state = _operand(ins, 4, "activation state")
+    odd = next((t for t in (wt, state) if t.dtype not in ("int16", "")), None)
+    if odd is not None:  # TFLite Micro's int8-state SVDF: LiteRT reads the int8 buffers as int16, past their end
+        raise ValueError(f"{odd.dtype} {'state' if odd is state else 'weights_time'}: LiteRT's integer SVDF reads "
+                         "weights_time and the state as int16, an int8 one past its end (it corrupts LiteRT's "
+                         "heap); `qconvert run` executes the int16-state SVDF")
+    return {"pairs": [qm.quantize_multiplier(x.s * wf.s / state.s),
+                      qm.quantize_multiplier(state.s * wt.s / out.s)],
+            "clamp": (-128, 127)}
+
+
+def _checked_log2(scale: float) -> int:
+    """CheckedLog2 (kernel_util): the cell state's scale must be a power of two (to 1e-3 in log2)."""
+    x_log2 = float(np.float32(np.float32(math.log(np.float32(scale))) * np.float32(1.0 / math.log(2.0))))
+    rounded = round(x_log2)
+    if abs(x_log2 - rounded) >= 1e-3:
+        raise ValueError(f"cell state scale {scale} is not a power of two, as the int16 cell state needs")
+    return int(rounded)
+
+
+def unidirectional_sequence_lstm(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> Parts:
+    """UNIDIRECTIONAL_SEQUENCE_LSTM with int8 activations, int8 weights and an int16 cell state
+    (the 8x8_16 integer kernel, lstm_eval.cc ``EvalInteger8x8_16``), without layer norm,
+    peephole or projection; CIFG (no input gate) is taken. ``ins``: the op's 24 (or 20) inputs,
+    then its 5 intermediates (the kernel reads the scale and zero point of the fifth, the hidden
+    state's).
+
+    As ``PopulateQuantizedLstmParams8x8_16`` computes them: each gate's pre-activation is
+    Q3.12 (scale 2**-12), so the effective input-to-gate scale is ``w * x / 2**-12`` and the
+    recurrent one ``w_rec * output_state / 2**-12``, each in FLOAT32 arithmetic, then
+    QuantizeMultiplier; the hidden scale is ``2**-15 / hidden * 2**-15`` in double, rounded to
+    float32; the quantized cell clip is ``int16(min(max(clip / cell_scale, -32768), 32767))`` in
+    float32, truncated.
+
+    pairs (see the LSTM_PAIR_* constants): 0..3 input-to-gate (input, forget, cell, output),
+    4..7 recurrent-to-gate, 8 hidden, 9 (log2 cell scale, 0), 10 (cell clip, 0), 11 (hidden
+    zero point, 0). The kernel takes the input's and the output state's zero points from the
+    tensors, and folds ``-zp · rowsum(w)`` into each gate's bias itself (the kernel's
+    ``PrecomputeZeroPointTimesWeightWithBias``, integers only)."""
+    n_inputs = len(ins) - LSTM_INTERMEDIATES
+    if n_inputs not in (20, 24):
+        raise ValueError(f"{len(ins)} inputs and intermediates; the integer kernel takes 20 or 24 inputs and "
+                         f"{LSTM_INTERMEDIATES} intermediates")
+    own, intermediates = ins[:n_inputs], ins[n_inputs:]
+    present = [s for s in (*LSTM_PEEPHOLE, *LSTM_PROJECTION, *LSTM_LAYER_NORM) if s < n_inputs and own[s] is not None]
+    if present:
+        kind = "peephole" if present[0] in LSTM_PEEPHOLE else "projection" if present[0] in LSTM_PROJECTION \
+            else "layer norm"
+        raise ValueError(f"an LSTM with {kind} weights (input {present[0]}): `qconvert run` executes the integer "
+                         "LSTM without peephole, projection or layer norm")
+    x = _operand(own, LSTM_INPUT, "input")
+    output_state = _operand(own, LSTM_OUTPUT_STATE, "output state")
+    cell_state = _operand(own, LSTM_CELL_STATE, "cell state")
+    hidden = _operand(intermediates, LSTM_INTERMEDIATES - 1, "hidden intermediate")
+    cifg = own[LSTM_INPUT_WEIGHTS[0]] is None
+    gate_scale = np.float32(2.0**-12)
+    pairs: list[tuple[int, int]] = []
+    for slots, state in ((LSTM_INPUT_WEIGHTS, x), (LSTM_RECURRENT_WEIGHTS, output_state)):
+        for g, slot in enumerate(slots):
+            if g == 0 and cifg:
+                pairs.append((0, 0))
+                continue
+            w = _operand(own, slot, "weights")
+            effective = np.float32(np.float32(np.float32(w.s) * np.float32(state.s)) / gate_scale)
+            pairs.append(qm.quantize_multiplier(float(effective)))
+    hidden_scale = float(np.float32(2.0**-15 / float(np.float32(hidden.s)) * 2.0**-15))
+    pairs.append(qm.quantize_multiplier(hidden_scale))
+    cell_log2 = _checked_log2(cell_state.s)
+    clip = np.float32(options.get("cell_clip", 0.0) or 0.0)
+    quantized_clip = 0
+    if clip > 0:
+        quantized_clip = int(min(max(np.float32(clip / np.float32(cell_state.s)), np.float32(-32768.0)),
+                                 np.float32(32767.0)))
+    pairs += [(cell_log2, 0), (quantized_clip, 0), (hidden.zp, 0)]
+    return {"pairs": pairs, "clamp": (-128, 127)}
