@@ -107,6 +107,10 @@ class IntegerModel:
         for i, op in enumerate(ops):
             if not op.outputs or any(not -1 <= t < len(self.tensors) for t in op.inputs + op.outputs):
                 raise RunError(f"operator {i} ({op.builtin}) names a tensor the model does not have")
+            if op.custom_code is not None:  # a custom op (ethos-u, SignalWindow, ...)
+                raise RunError(f"operator {i} is the custom op '{_show(op.custom_code or '?')}' "
+                               f"('{self._name(op)}'): `qconvert run` executes TFLite's builtin ops; run this file "
+                               "where that op is registered")
             if op.builtin not in KERNELS and not _converts(op):
                 raise RunError(f"operator {i} ({op.builtin} '{self._name(op)}') has no integer kernel; "
                                f"`qconvert run` supports {', '.join(sorted({*KERNELS, 'DEQUANTIZE'}))}")

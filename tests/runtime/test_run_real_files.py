@@ -49,6 +49,8 @@ REFUSED = {
     "tflite_micro/keyword_scrambled_8bit.tflite": "SVDF",
     "tflite_micro/hello_world_float.tflite": "float32",  # float models: nothing integer to run
     "mlcommons_tiny/vww_96_float.tflite": "float32",
+    "tflite_micro/person_detect_vela.tflite": "custom op 'ethos-u'",  # Vela's output (LiteRT cannot load it)
+    "tflite_micro/audio_preprocessor_int8.tflite": "custom op 'SignalWindow'",
 }
 
 
