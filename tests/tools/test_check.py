@@ -467,3 +467,28 @@ def test_batch_manifest_target(four_bit_pb: tuple[Path, str], tmp_path: Path) ->
     r = _qconvert("batch", "--manifest", str(manifest), "--jobs", "1", "--report", str(tmp_path / "r.json"))
     record = json.loads((tmp_path / "r.json").read_text())["models"][0]
     assert r.returncode == 1 and record["status"] == "failed" and "ethos-u55-128 cannot run it" in record["error"]
+
+
+def test_vela_leaves_gather_to_the_cpu_with_its_reason(tmp_path: Path) -> None:
+    """An int8 GATHER: Vela 5.2 keeps it on the CPU ("Unsupported opType"): the verdict is partial,
+    the op and Vela's reason are named, and --fail-on-cpu turns it into exit 1."""
+    pytest.importorskip("ethosu.vela", reason="Vela is the oracle")
+    tf = pytest.importorskip("tensorflow", reason="the model is built with TensorFlow")
+    from qconvert.api import convert_graph
+
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, (1, 8, 8, 4), name="input")
+        tf.identity(tf.gather(x, [3, 1, 2, 0], axis=3), name="output")
+    samples = {"input": np.random.default_rng(0).uniform(-1, 1, (4, 8, 8, 4)).astype(np.float32)}
+    path = tmp_path / "gather.tflite"
+    path.write_bytes(convert_graph(g.as_graph_def().SerializeToString(), inputs=["input"], outputs=["output"],
+                                   calibration_data=samples).model)
+    entry = C.check_model(str(path), ["ethos-u55-128"], n_inputs=1)["targets"][0]
+    assert entry["verdict"] == "partial" and entry["basis"] == "tool"
+    cpu = [op for op in entry["cost"]["ops"] if op["placement"] == "cpu"]
+    assert [op["op"] for op in cpu] == ["GATHER"] and "Unsupported" in cpu[0]["reason"]
+    for extra, code in (([], 0), (["--fail-on-cpu"], 1)):
+        r = subprocess.run([sys.executable, "-m", "qconvert", "check", str(path), "--target", "ethos-u55-128", *extra],
+                           capture_output=True, text=True, cwd=ROOT, timeout=300)
+        assert r.returncode == code, (extra, r.stdout, r.stderr)
