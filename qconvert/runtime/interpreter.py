@@ -29,6 +29,7 @@ import numpy as np
 
 from qconvert.errors import KernelError, RunError
 from qconvert.ops import Rule, float_operands, requant, row
+from qconvert.ops.recipes_seq import LSTM_PAIR_CELL_SCALE, unidirectional_sequence_lstm
 from qconvert.quant import round_half_away_array
 from qconvert.quant.requant import operand as requant_operand
 from qconvert.runtime.fixed_point import ROUNDINGS, rounding
@@ -122,8 +123,23 @@ class IntegerModel:
             if any(d < 0 for d in t.shape) or int(np.prod(t.shape, dtype=np.float64)) > MAX_ELEMENTS:
                 raise RunError(f"tensor '{_show(t.name)}' has shape {list(t.shape)}; `qconvert run` needs "
                                f"static shapes of at most {MAX_ELEMENTS} elements")
+        if runtime == "tflm":
+            self._check_tflm_lstms()
         self.input_names = [self.tensors[i].name for i in self.model.inputs]
         self.output_names = [self.tensors[i].name for i in self.model.outputs]
+
+    def _check_tflm_lstms(self) -> None:
+        """The LSTM kernel here is LiteRT's, and TFLite Micro's differs (measured: 1 of 160 outputs 1 LSB
+        apart at a 2^-14 cell scale; below 2^-15 TFLite Micro computes tanh(c) where LiteRT writes
+        nothing): `--runtime tflm` refuses an LSTM rather than pass LiteRT's result off as TFLite Micro's."""
+        for k, op in enumerate(self.model.operators):
+            r_, rec = row(op.builtin), self.records.get(k)
+            if r_ is None or r_.requant is not unidirectional_sequence_lstm or rec is None:
+                continue
+            log2 = rec.pairs[LSTM_PAIR_CELL_SCALE][0]
+            raise RunError(f"operator {k} ({op.builtin} '{self._name(op)}', cell state scale 2^{log2}): `run "
+                           "--runtime tflm` has LiteRT's integer LSTM, not TFLite Micro's; run this file in "
+                           "TFLite Micro itself")
 
     def _records_from_scales(self) -> list[Any]:
         """A file another converter wrote: what each kernel's Prepare derives from the file's

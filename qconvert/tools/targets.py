@@ -171,6 +171,14 @@ RULES: tuple[Rule, ...] = (
        "the reference kernels read blockwise (sub-channel) weights as zeros, without an error",
        _MEASURED_LITERT + ": BUILTIN_REF and BUILTIN_WITHOUT_DEFAULT_DELEGATES give the bias alone; XNNPACK "
        "(the default) computes the product", "run it with LiteRT's default kernels (XNNPACK)", tool_sees=False),
+    _r(LITERT, "lstm-cell-scale", "lstm_cell_scale_below",
+       {"ops": ("UNIDIRECTIONAL_SEQUENCE_LSTM",), "slot": 19, "log2": -15}, "wrong",
+       "the integer LSTM's tanh of the cell state handles cell scales 2^-15 and up (0 to 6 integer bits): below "
+       "that it writes nothing and the output gate multiplies the step's input gate instead of tanh(c)",
+       _MEASURED_LITERT + ": a Keras LSTM that TF 2.21 gives a 2^-16 cell scale, outputs against the Keras model: "
+       "max error 0.34 for outputs of at most 0.19 (BUILTIN_REF and default alike; TFLite Micro 0.0009; the same "
+       "LSTM at 2^-14: 0.0054); lite/kernels/lstm_eval.cc", "run it in TFLite Micro, or calibrate so that the cell "
+       "state's range reaches 2^-15 · 32768 = 1.0", tool_sees=False),
     # TensorFlow Lite Micro
     _r(("tflm",), "op-set", "op_not_in", {"ops": TFLM_OPS}, "fails",
        "the builtin must be registered with the interpreter's op resolver (op versions are not checked)",
@@ -461,6 +469,18 @@ def _softmax_hw(model: Any, p: Mapping[str, Any]) -> Iterator[Hit]:
                     yield s, k, op.builtin, x.name, f"SOFTMAX input '{x.name}' has width × height {hw}"
 
 
+def _lstm_cell_scale_below(model: Any, p: Mapping[str, Any]) -> Iterator[Hit]:
+    for s, k, sg, op in _ops(model):
+        if op.builtin not in p["ops"] or len(op.inputs) <= p["slot"]:
+            continue
+        x, cell = _tensor(sg, op.inputs[0]), _tensor(sg, op.inputs[p["slot"]])
+        if x is None or cell is None or x.dtype != "int8" or not cell.scale:
+            continue
+        if 0 < cell.scale[0] < 2.0 ** p["log2"] * (1 - 1e-3):
+            yield s, k, op.builtin, cell.name, (f"cell state '{cell.name}' has scale {cell.scale[0]:.6g} "
+                                                f"(2^{np.log2(cell.scale[0]):.0f})")
+
+
 def _rank_above(model: Any, p: Mapping[str, Any]) -> Iterator[Hit]:
     for s, k, sg, op in _ops(model):
         if op.builtin in p["ops"]:
@@ -476,7 +496,7 @@ CHECKS: Mapping[str, Callable[[Any, Mapping[str, Any]], Iterator[Hit]]] = {
     "weights_with_input": _weights_with_input, "per_channel_weights": _per_channel_weights,
     "feature_map_dtype": _feature_map_dtype, "per_axis_activation": _per_axis_activation,
     "weight_dtype": _weight_dtype, "bias": _bias, "weight_sum": _weight_sum, "stride_above": _stride_above,
-    "softmax_hw": _softmax_hw, "rank_above": _rank_above,
+    "softmax_hw": _softmax_hw, "rank_above": _rank_above, "lstm_cell_scale_below": _lstm_cell_scale_below,
 }
 
 

@@ -316,3 +316,26 @@ def test_damaged_sequence_files_fail_with_one_line(name: str, shape: tuple[int, 
             assert "\n" not in str(exc), (label, str(exc))
             outcomes["refused"] += 1
     assert outcomes["ran"] > 10 and outcomes["refused"] > 10, outcomes
+
+
+def test_a_cell_scale_below_2_15_is_flagged_for_litert_and_refused_for_tflm(tf_lstms: dict[str, bytes]) -> None:
+    """Below a 2^-15 cell scale LiteRT's LSTM skips tanh(c) (measured on a Keras LSTM against the Keras
+    model: max error 0.34 for outputs of at most 0.19; TFLite Micro 0.0009): `check` says LiteRT
+    computes wrong values there, and `run --runtime tflm` refuses rather than pass LiteRT's result off
+    as TFLite Micro's (whose LSTM is another implementation: 1 of 160 outputs 1 LSB apart from LiteRT's
+    at a 2^-14 cell scale, measured)."""
+    from qconvert.errors import RunError
+    from qconvert.schema.reader import read_model
+    from qconvert.tools import targets as T
+
+    small, big = tf_lstms["small_cell"], tf_lstms["time_major"]
+    for target in ("litert", "litert-ref"):
+        found = [f for f in T.static_check(read_model(small), target) if f.rule == "lstm-cell-scale"]
+        assert found and found[0].effect == "wrong" and T.verdict(found) == "cannot-run"
+        assert not [f for f in T.static_check(read_model(big), target) if f.rule == "lstm-cell-scale"]
+    for tflite, log2 in ((small, -16), (big, -14)):
+        with pytest.raises(RunError, match=rf"cell state scale 2\^{log2}\): `run --runtime tflm` has LiteRT's") \
+                as info:
+            IntegerModel(tflite, runtime="tflm")
+        assert "\n" not in str(info.value)
+        IntegerModel(tflite)  # LiteRT's arithmetic: runs
