@@ -14,8 +14,10 @@ Which recorded ranges are used is TensorFlow's ``RemoveRedundantStatsOps``
   1. forward: the result of a one-operand same-scale op (pool, reshape, pad, ...) whose
      operand has a range takes the operand's (its own range is dropped), and so on down
      the chain; a fixed-output op's result (softmax, logistic, tanh) drops its range;
-  2. backward: a same-scale op whose result keeps its range (concatenation, maximum,
-     minimum prefer their result's) drops its operands' ranges, and so on up, through
+  2. backward: a same-scale op whose result keeps its range (two or more float operands,
+     constants counted: concatenation, maximum, minimum, also of an activation and a
+     constant — measured: max(conv, C) gives the conv MAXIMUM's range, max(input, C) the
+     graph input) drops its operands' ranges, and so on up, through
      ranges step 1 dropped as well (DenseNet: a concat's range reaches back through
      MaxPool and Pad to the ReLU of the stem convolution).
 ``--ranges-file`` entries replace recorded ranges (or give ranges with no data at all).
@@ -185,8 +187,10 @@ def _in_place_unions(graph: Graph, lo: dict[str, float], hi: dict[str, float]) -
 
 
 def _prefers_result_scale(graph: Graph, node) -> bool:  # type: ignore[no-untyped-def]
+    """A same-scale op with two or more float operands (a concat; MAXIMUM/MINIMUM of an activation
+    and a constant too) keeps its result's range, which its operands then take."""
     slots = float_operands(node.op, node.inputs)
-    return len([s for s in slots if node.inputs[s] and not graph.is_const(node.inputs[s])]) >= 2
+    return len([s for s in slots if node.inputs[s]]) >= 2
 
 
 def drop_redundant(graph: Graph, stats: dict[str, tuple[float, float]], keep_merged_inputs: bool = False

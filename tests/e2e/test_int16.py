@@ -179,6 +179,8 @@ ONE_OP = {
     "REDUCE_MAX": lambda x: tf.reduce_max(x, axis=[1, 2]),
     "RSQRT": lambda x: tf.math.rsqrt(tf.nn.relu(x) + 1.0),
     "MINIMUM": lambda x: tf.minimum(x, tf.constant(_C)),
+    # the result's range wins: the graph input is requantized to it (one QUANTIZE v2 before MAXIMUM)
+    "MAXIMUM": lambda x: tf.maximum(x, tf.constant(_C)),
     "PACK": lambda x: tf.stack([x, x * 2.0], axis=1),
     "UNPACK": lambda x: tf.concat(tf.unstack(x, axis=3)[::-1], 2),
     "MUL": lambda x: x * tf.constant(_C) + tf.constant(_C[::-1]),  # BatchNorm on an activation: int16 constants

@@ -104,6 +104,19 @@ def _between_ranges(op):  # type: ignore[no-untyped-def]
     return build
 
 
+def _maximum_constant(x, fq):  # type: ignore[no-untyped-def]
+    """MAXIMUM of an activation and a constant: TensorFlow gives its operands the result's range
+    (the conv's output takes MAXIMUM's; measured under PTQ: scale 0.01078/zp -100, not its own)."""
+    h = fq(tf.nn.conv2d(x, _weights(fq), [1, 1, 1, 1], "SAME"), -3.0, 2.0)
+    return fq(tf.maximum(h, -0.4), -0.4, 2.0)
+
+
+def _minimum_constant_on_input(x, fq):  # type: ignore[no-untyped-def]
+    """MINIMUM of the graph input and a per-channel constant: under PTQ the input itself is quantized
+    with MINIMUM's range."""
+    return fq(tf.nn.relu(fq(tf.minimum(x, tf.constant([0.6, 0.2, -0.1])), -1.0, 0.6)), 0.0, 0.6)
+
+
 def _cropping(x, fq):  # type: ignore[no-untyped-def]
     return fq(tf.nn.relu(x[:, 1:-1, 1:, :]), 0.0, 1.0)  # Keras Cropping2D((1, 1), (1, 0))
 
@@ -357,7 +370,8 @@ BUILDERS: dict[str, Callable] = {"upsampling_nearest": _upsampling_nearest,
                                  "leaky_relu": _leaky_relu, "identity_n": _identity_n,
                                  "reduce_max": _reduce_max, "global_max_pool_keep": _global_max_pool_keep,
                                  "reduce_sum": _reduce_sum, "slice": _slice, "expand_dims": _expand_dims,
-                                 "conv1d": _conv1d, "cropping": _cropping,
+                                 "conv1d": _conv1d, "cropping": _cropping, "maximum_constant": _maximum_constant,
+                                 "minimum_constant_on_input": _minimum_constant_on_input,
                                  "strided_slice_steps": _strided_slice_steps,
                                  "strided_slice_shrink": _strided_slice_shrink, "swish": _swish, "silu": _silu,
                                  "prelu": _prelu, "prelu_quantized_alpha": _prelu_quantized_alpha,
