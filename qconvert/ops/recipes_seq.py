@@ -11,12 +11,12 @@ that is not a multiplier travels as ``(value, 0)``.
 
 from __future__ import annotations
 
-import math
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from qconvert import quant as qm
+from qconvert.quant.int16_params import checked_log2
 from qconvert.quant.requant import Operand
 
 Inputs = Sequence["Operand | None"]
@@ -77,11 +77,10 @@ def svdf(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> Par
 
 def _checked_log2(scale: float) -> int:
     """CheckedLog2 (kernel_util): the cell state's scale must be a power of two (to 1e-3 in log2)."""
-    x_log2 = float(np.float32(np.float32(math.log(np.float32(scale))) * np.float32(1.0 / math.log(2.0))))
-    rounded = round(x_log2)
-    if abs(x_log2 - rounded) >= 1e-3:
+    is_pot, log2 = checked_log2(scale)
+    if not is_pot:
         raise ValueError(f"cell state scale {scale} is not a power of two, as the int16 cell state needs")
-    return int(rounded)
+    return log2
 
 
 def unidirectional_sequence_lstm(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> Parts:

@@ -32,6 +32,23 @@ def wrap32(v: np.ndarray) -> np.ndarray:
     return qm.wrap_i32(np.asarray(v, I64))
 
 
+def wrap16(v: np.ndarray | int) -> np.ndarray:
+    """Two's-complement int16 wrap of int64 values (a C conversion to int16)."""
+    return ((np.asarray(v, I64) + 32768) & 0xFFFF) - 32768
+
+
+def count_leading_zeros32(x: np.ndarray) -> np.ndarray:
+    """CountLeadingZeros of the values as uint32 (32 for 0), by halving."""
+    u = np.asarray(x, I64) & 0xFFFFFFFF
+    bits = np.zeros(u.shape, I64)
+    v = u.copy()
+    for step in (16, 8, 4, 2, 1):
+        big = v >= (I64(1) << step)
+        bits = np.where(big, bits + step, bits)
+        v = np.where(big, v >> step, v)
+    return np.where(u == 0, 32, 31 - bits)
+
+
 def srdhm(a: np.ndarray | int, b: np.ndarray | int) -> np.ndarray:
     return np.asarray(qm.saturating_rounding_doubling_high_mul(a, b), I64)
 

@@ -50,15 +50,10 @@ from qconvert.ops.recipes_seq import (
     LSTM_PAIRS,
     LSTM_RECURRENT_WEIGHTS,
 )
-from qconvert.runtime.fixed_point import I64, mbqm, rdpot, wrap32
+from qconvert.runtime.fixed_point import I64, mbqm, rdpot, wrap16, wrap32
 
 # ---------------------------------------------------------------------------
 # gemmlowp fixed point on int16
-
-
-def _w16(v: np.ndarray | int) -> np.ndarray:
-    """Two's-complement int16 wrap."""
-    return ((np.asarray(v, I64) + 32768) & 0xFFFF) - 32768
 
 
 def _sat16(v: np.ndarray) -> np.ndarray:
@@ -67,7 +62,7 @@ def _sat16(v: np.ndarray) -> np.ndarray:
 
 def _c16(raw32: int) -> int:
     """A gemmlowp constant given as an int32 raw value, rescaled to int16: RDPOT(v, 16)."""
-    return int(_w16(rdpot(np.asarray(raw32, I64), 16)))
+    return int(wrap16(rdpot(np.asarray(raw32, I64), 16)))
 
 
 def _srdhm16(a: np.ndarray | int, b: np.ndarray | int) -> np.ndarray:
@@ -75,7 +70,7 @@ def _srdhm16(a: np.ndarray | int, b: np.ndarray | int) -> np.ndarray:
     ab = a * b
     t = ab + np.where(ab >= 0, 1 << 14, 1 - (1 << 14))
     q = np.where(t >= 0, t >> 15, -((-t) >> 15))  # C division truncates
-    return _w16(np.where((a == -32768) & (b == -32768), 32767, q))
+    return wrap16(np.where((a == -32768) & (b == -32768), 32767, q))
 
 
 def _shl_sat16(x: np.ndarray, exponent: int) -> np.ndarray:
@@ -83,7 +78,7 @@ def _shl_sat16(x: np.ndarray, exponent: int) -> np.ndarray:
     if exponent == 0:
         return x
     threshold = (1 << (15 - exponent)) - 1
-    return np.where(x > threshold, 32767, np.where(x < -threshold, -32768, _w16(x << exponent)))
+    return np.where(x > threshold, 32767, np.where(x < -threshold, -32768, wrap16(x << exponent)))
 
 
 _EXP_MINUS_ONE_EIGHTH = _c16(1895147668)
@@ -98,22 +93,22 @@ _HALF_F0 = _c16(1 << 30)
 
 
 def _exp_on_interval_between_negative_one_quarter_and_0_excl(a: np.ndarray) -> np.ndarray:
-    x = _w16(a + (1 << 12))
+    x = wrap16(a + (1 << 12))
     x2 = _srdhm16(x, x)
     x3 = _srdhm16(x2, x)
     x4 = _srdhm16(x2, x2)
     x4_over_4 = rdpot(x4, 2)
-    poly = rdpot(_w16(_srdhm16(_w16(x4_over_4 + x3), _ONE_THIRD) + x2), 1)
-    return _sat16(_EXP_MINUS_ONE_EIGHTH + _srdhm16(_EXP_MINUS_ONE_EIGHTH, _w16(x + poly)))
+    poly = rdpot(wrap16(_srdhm16(wrap16(x4_over_4 + x3), _ONE_THIRD) + x2), 1)
+    return _sat16(_EXP_MINUS_ONE_EIGHTH + _srdhm16(_EXP_MINUS_ONE_EIGHTH, wrap16(x + poly)))
 
 
 def exp_on_negative_values16(a: np.ndarray, integer_bits: int) -> np.ndarray:
     """gemmlowp ``exp_on_negative_values`` for int16 Q(integer_bits) inputs <= 0; Q0.15 out."""
     fractional_bits = 15 - integer_bits
     quarter = 1 << (fractional_bits - 2)
-    a_mod = _w16((a & (quarter - 1)) - quarter)
+    a_mod = wrap16((a & (quarter - 1)) - quarter)
     result = _exp_on_interval_between_negative_one_quarter_and_0_excl(_shl_sat16(a_mod, integer_bits))
-    remainder = _w16(a_mod - a)
+    remainder = wrap16(a_mod - a)
     for exponent, multiplier in _BARREL:
         if integer_bits > exponent:
             bit = (remainder & (1 << (fractional_bits + exponent))) != 0
@@ -127,11 +122,11 @@ def _newton_reciprocal(a: np.ndarray) -> np.ndarray:
     """The shared start of gemmlowp's ``1/(1+x)`` and ``(1-x)/(1+x)``: x ≈ 1/(half the
     denominator), Q2.13, after three Newton steps."""
     total = a + _ONE_F0 + np.where(a + _ONE_F0 >= 0, 1, -1)  # RoundingHalfSum(a, 1): (a + b ± 1) / 2, truncated
-    half_denominator = _w16(np.where(total >= 0, total // 2, -((-total) // 2)))
-    x = _w16(_FORTY_EIGHT_SEVENTEENTHS + _srdhm16(half_denominator, _MINUS_THIRTY_TWO_SEVENTEENTHS))
+    half_denominator = wrap16(np.where(total >= 0, total // 2, -((-total) // 2)))
+    x = wrap16(_FORTY_EIGHT_SEVENTEENTHS + _srdhm16(half_denominator, _MINUS_THIRTY_TWO_SEVENTEENTHS))
     for _ in range(3):
-        one_minus = _w16(_ONE_F2 - _srdhm16(half_denominator, x))
-        x = _w16(x + _shl_sat16(_srdhm16(x, one_minus), 2))
+        one_minus = wrap16(_ONE_F2 - _srdhm16(half_denominator, x))
+        x = wrap16(x + _shl_sat16(_srdhm16(x, one_minus), 2))
     return x
 
 
@@ -139,20 +134,20 @@ def logistic16(a: np.ndarray, integer_bits: int) -> np.ndarray:
     """gemmlowp ``logistic`` on int16 Q(integer_bits) → Q0.15."""
     a = np.asarray(a, I64)
     positive = a > 0
-    magnitude = np.where(positive, a, _w16(-a))
-    x = _newton_reciprocal(exp_on_negative_values16(_w16(-magnitude), integer_bits))
+    magnitude = np.where(positive, a, wrap16(-a))
+    x = _newton_reciprocal(exp_on_negative_values16(wrap16(-magnitude), integer_bits))
     if_positive = _shl_sat16(x, 1)  # Rescale<0>(ExactMulByPot<-1>(x))
-    return np.where(a == 0, _HALF_F0, np.where(positive, if_positive, _w16(_ONE_F0 - if_positive)))
+    return np.where(a == 0, _HALF_F0, np.where(positive, if_positive, wrap16(_ONE_F0 - if_positive)))
 
 
 def tanh16(a: np.ndarray, integer_bits: int) -> np.ndarray:
     """gemmlowp ``tanh`` on int16 Q(integer_bits) → Q0.15."""
     a = np.asarray(a, I64)
     negative = a < 0
-    n = np.where(negative, a, _w16(-a))
+    n = np.where(negative, a, wrap16(-a))
     x = _newton_reciprocal(exp_on_negative_values16(n, integer_bits + 1))
-    t = _shl_sat16(_w16(x - _ONE_F2), 2)  # Rescale<0>(x - 1)
-    return np.where(a == 0, 0, np.where(negative, _w16(-t), t))
+    t = _shl_sat16(wrap16(x - _ONE_F2), 2)  # Rescale<0>(x - 1)
+    return np.where(a == 0, 0, np.where(negative, wrap16(-t), t))
 
 
 # ---------------------------------------------------------------------------
@@ -225,9 +220,9 @@ def lstm_with_state(call: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             pre[g] = _sat16(mbqm(acc, m[LSTM_PAIR_RECURRENT + g], s[LSTM_PAIR_RECURRENT + g]) + from_input[g][t])
         forget = logistic16(pre[1], 3)
         cell_gate = tanh16(pre[2], 3)
-        input_gate = _w16(_ONE_F0 - forget) if cifg else logistic16(pre[0], 3)
-        c = _w16(rdpot(forget * c, 15))
-        c = _sat16(c + _w16(rdpot(input_gate * cell_gate, 30 + cell_log2)))
+        input_gate = wrap16(_ONE_F0 - forget) if cifg else logistic16(pre[0], 3)
+        c = wrap16(rdpot(forget * c, 15))
+        c = _sat16(c + wrap16(rdpot(input_gate * cell_gate, 30 + cell_log2)))
         if cell_clip > 0:
             c = np.clip(c, -cell_clip, cell_clip)
         output_gate = logistic16(pre[3], 3)

@@ -27,6 +27,7 @@ from qconvert.errors import KernelError
 from qconvert.runtime.fixed_point import (
     I64,
     INT32_MAX,
+    count_leading_zeros32,
     multiply_by_pot,
     rdpot,
     srdhm,
@@ -85,17 +86,6 @@ def one_over_one_plus_x_for_x_in_0_1(a: np.ndarray) -> np.ndarray:
     return multiply_by_pot(x, 1)
 
 
-def _count_leading_zeros32(x: np.ndarray) -> np.ndarray:
-    u = np.asarray(x, I64) & 0xFFFFFFFF
-    bits = np.zeros(u.shape, I64)
-    v = u.copy()
-    for step in (16, 8, 4, 2, 1):
-        big = v >= (I64(1) << step)
-        bits = np.where(big, bits + step, bits)
-        v = np.where(big, v >> step, v)
-    return np.where(u == 0, 32, 31 - bits)
-
-
 def softmax(call: Any) -> np.ndarray:
 
     m, s = call.pairs(1)
@@ -110,7 +100,7 @@ def softmax(call: Any) -> np.ndarray:
     e = exp_on_negative_values(scaled, _SCALED_DIFF_INTEGER_BITS)
     terms = np.where(inside, rdpot(e, _ACCUM_INTEGER_BITS), 0)
     total = wrap32(terms.sum(axis=-1, keepdims=True))  # int32 wrap-around, as the kernel adds
-    headroom = _count_leading_zeros32(total)
+    headroom = count_leading_zeros32(total)
     shifted_minus_one = wrap32(((total << headroom) & 0xFFFFFFFF) - (1 << 31))
     reciprocal = one_over_one_plus_x_for_x_in_0_1(shifted_minus_one)
     out = np.iinfo(call.output_dtype)  # int8 (zero point -128), uint8 (0) or int16 (-32768) outputs

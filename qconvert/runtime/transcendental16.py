@@ -47,7 +47,7 @@ from typing import Callable
 import numpy as np
 
 from qconvert.quant import round_half_away_array
-from qconvert.runtime.fixed_point import I64, mbqm, wrap32
+from qconvert.runtime.fixed_point import I64, count_leading_zeros32, mbqm, wrap16, wrap32
 
 # ---------------------------------------------------------------------------
 # Tables (float at import only)
@@ -97,29 +97,13 @@ ONE_OVER_ONE_PLUS_X_LUT = _lut_int16(lambda v: 1.0 / (1.0 + v), 1.0 / _RANGE, -3
 # Integer helpers
 
 
-def _as_int16(v: np.ndarray) -> np.ndarray:
-    """Two's-complement int16 wrap of int64 values (a C conversion to int16)."""
-    return ((v + 32768) & 0xFFFF) - 32768
-
-
-def _bit_length32(v: np.ndarray) -> np.ndarray:
-    """Bits of the uint32 values ``v`` (0 for 0), by halving."""
-    u = np.asarray(v, I64) & 0xFFFFFFFF
-    n = (u != 0).astype(I64)
-    for step in (16, 8, 4, 2, 1):
-        big = u >= (I64(1) << step)
-        n = np.where(big, n + step, n)
-        u = np.where(big, u >> step, u)
-    return n
-
-
 def lut_lookup(value: np.ndarray, lut: np.ndarray) -> np.ndarray:
     """int16 → int16 through a 513-entry table: 9 bits index, 7 bits interpolate (``LUTLookup``)."""
     v = np.asarray(value, I64)
     index = 256 + (v >> 7)
     base = lut[index]
-    slope = _as_int16(lut[index + 1] - base)
-    return _as_int16(base + ((slope * (v & 0x7F) + 64) >> 7))
+    slope = wrap16(lut[index + 1] - base)
+    return wrap16(base + ((slope * (v & 0x7F) + 64) >> 7))
 
 
 def _scaled_input(x: np.ndarray, input_multiplier: int, input_left_shift: int) -> np.ndarray:
@@ -153,7 +137,7 @@ def logistic16(x: np.ndarray, input_multiplier: int, input_left_shift: int) -> n
     t, saturated = _interpolate(np.abs(v), 9)
     t = np.where(saturated, 0x7FFF << 10, t)
     t = np.where(v >= 0, t + (1 << 9), (1 << 25) - t + (1 << 9) - 1)
-    return _as_int16((t & 0xFFFFFFFF) >> 10).astype(np.int16)
+    return wrap16((t & 0xFFFFFFFF) >> 10).astype(np.int16)
 
 
 def tanh16(x: np.ndarray, input_multiplier: int, input_left_shift: int) -> np.ndarray:
@@ -162,7 +146,7 @@ def tanh16(x: np.ndarray, input_multiplier: int, input_left_shift: int) -> np.nd
     t, saturated = _interpolate(np.abs(v), 8)
     t = np.where(saturated, 0xFFFF << 8, t)
     t = np.where(v >= 0, t - (1 << 23) + (1 << 7), -t + (1 << 23) + (1 << 7) - 1)
-    return _as_int16(wrap32(t) >> 8).astype(np.int16)
+    return wrap16(wrap32(t) >> 8).astype(np.int16)
 
 
 def softmax16(x: np.ndarray, input_multiplier: int, input_left_shift: int) -> np.ndarray:
@@ -176,7 +160,7 @@ def softmax16(x: np.ndarray, input_multiplier: int, input_left_shift: int) -> np
     total = wrap32(e.sum(axis=-1, keepdims=True))
     if np.any(total <= 0):
         raise ValueError("softmax16: a row's sum of exponentials is not a positive int32 (row too long)")
-    headroom = 32 - _bit_length32(total)  # clz; the row maximum alone gives e of about 32767
+    headroom = count_leading_zeros32(total)  # clz; the row maximum alone gives e of about 32767
     normalised = ((total << (headroom - 1)) + (1 << 13)) >> 14
     u = np.clip(normalised - ((1 << 15) + (1 << 16)), -32768, 32767)
     reciprocal = lut_lookup(u, ONE_OVER_ONE_PLUS_X_LUT)
