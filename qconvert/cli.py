@@ -169,7 +169,7 @@ def convert(model: str, output: str | None, ranges: tuple[str, ...], shapes: tup
         from qconvert.converter import api
         from qconvert.errors import ConversionError
         from qconvert.io import write_atomic
-        from qconvert.tools.targets import conversion_choices
+        from qconvert.tools.targets import cannot_run, conversion_choices, has_4bit_weights
 
         target = output or str(api.default_output(model))
         t0 = time.perf_counter()
@@ -196,7 +196,7 @@ def convert(model: str, output: str | None, ranges: tuple[str, ...], shapes: tup
 
                 write_report(report, [build_record(model, target, error=exc, seconds=time.perf_counter() - t0)])
             raise
-        notes = list(result.notes) + (target_notes if _has_4bit_weights(result.graph) else [])
+        notes = list(result.notes) + (target_notes if has_4bit_weights(result.graph) else [])
         checked = None
         if devices:
             from qconvert.tools.check import check_model
@@ -218,10 +218,9 @@ def convert(model: str, output: str | None, ranges: tuple[str, ...], shapes: tup
         if checked is not None:
             for e in checked["targets"]:
                 click.echo(f"{e['target']}: {e['verdict']} ({e['basis']}): {e['summary']}", err=report == "-")
-            bad = next((e for e in checked["targets"] if e["verdict"] == "cannot-run"), None)
-            if bad is not None:
-                why = bad["problems"][0]["message"] if bad["problems"] else bad["summary"]
-                raise ConversionError(f"wrote {target}, but {bad['target']} cannot run it: {why}")
+            failure = cannot_run(checked)
+            if failure is not None:
+                raise ConversionError(f"wrote {target}, but {failure}")
 
     _guard(work, debug)
 
@@ -232,10 +231,6 @@ def _targets(names: tuple[str, ...]) -> list[str]:
 
     return parse_targets(names) if names else []
 
-
-def _has_4bit_weights(graph: Any) -> bool:
-    return any(t.quant is not None and t.quant.qmax == 7 and t.quant.qmin in (-7, -8)
-               for t in graph.tensors.values())
 
 
 @cli.command()

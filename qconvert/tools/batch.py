@@ -313,9 +313,11 @@ def _convert_job(job: Job, check: bool) -> dict:
         result = api.convert_graph(job.model, input_ranges=job.input_ranges, input_shapes=job.input_shapes,
                                    inputs=job.inputs, outputs=job.outputs, **options)
         seconds = time.perf_counter() - t0
-        four_bit = any(t.quant is not None and t.quant.qmax == 7 for t in result.graph.tensors.values())
-        rec = build_record(job.model, job.output, result.model, list(result.notes) + (notes if four_bit else []),
-                           seconds=seconds)
+        if notes:
+            from qconvert.tools.targets import has_4bit_weights
+
+            notes = notes if has_4bit_weights(result.graph) else []
+        rec = build_record(job.model, job.output, result.model, list(result.notes) + notes, seconds=seconds)
         if check:
             try:
                 old = Path(job.output).read_bytes()
@@ -326,13 +328,12 @@ def _convert_job(job: Job, check: bool) -> dict:
             write_atomic(job.output, result.model)
             if job.targets:  # the file as written, on each target (`qconvert check`)
                 from qconvert.tools.check import check_model
+                from qconvert.tools.targets import cannot_run
 
                 rec["target_check"] = checked = check_model(job.output, job.targets)
-                bad = next((e for e in checked["targets"] if e["verdict"] == "cannot-run"), None)
-                if bad is not None:
-                    why = bad["problems"][0]["message"] if bad["problems"] else bad["summary"]
-                    rec["status"] = "failed"
-                    rec["error"] = f"wrote {job.output}, but {bad['target']} cannot run it: {why}"
+                failure = cannot_run(checked)
+                if failure is not None:
+                    rec["status"], rec["error"] = "failed", f"wrote {job.output}, but {failure}"
         return rec
     except Exception as exc:  # noqa: BLE001 - a failing model never stops the others
         return build_record(job.model, job.output, error=exc, seconds=time.perf_counter() - t0)

@@ -536,6 +536,21 @@ INT4_REJECTED: Mapping[str, str] = {
 BLOCKWISE_TARGETS = ("litert",)  # blockwise INT4 weights run in XNNPACK only (the rules above)
 
 
+def has_4bit_weights(graph: Any) -> bool:
+    """Whether a converted graph holds 4-bit weights (integer range [-7, 7] or [-8, 7]): the
+    notes of :func:`conversion_choices` apply only then."""
+    return any(t.quant is not None and t.quant.qmax == 7 and t.quant.qmin in (-7, -8) for t in graph.tensors.values())
+
+
+def cannot_run(checked: Mapping[str, Any]) -> str | None:
+    """The first target of a ``qconvert check`` document that cannot run the file, as
+    "TARGET cannot run it: WHY"; None when every target can."""
+    bad = next((e for e in checked["targets"] if e["verdict"] == "cannot-run"), None)
+    if bad is None:
+        return None
+    return f"{bad['target']} cannot run it: {bad['problems'][0]['message'] if bad['problems'] else bad['summary']}"
+
+
 def conversion_choices(targets: list[str], int4_storage: str | None, block_size: int | None
                        ) -> tuple[str, list[str]]:
     """(int4_storage, notes) for converting to ``targets``: 4-bit weights are stored as int8 in
