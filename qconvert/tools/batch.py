@@ -130,7 +130,10 @@ def _settings(table: dict, base: Path, where: str) -> dict:
         names = table["target"] if isinstance(table["target"], list) else [table["target"]]
         if not names or not all(isinstance(n, str) for n in names):
             raise _usage(f"{where}: target = {table['target']!r}: a target name or a list of them")
-        out["targets"] = parse_targets(names)
+        try:
+            out["targets"] = parse_targets(names)
+        except UsageError as exc:
+            raise _usage(f"{where}: {exc}") from None
     calibration = {}
     for key, kind in (("calibration_samples", int), ("calibration_batch", int), ("seed", int),
                       ("percentile", (int, float)), ("calibration_method", str)):

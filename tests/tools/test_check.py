@@ -467,6 +467,9 @@ def test_batch_manifest_target(four_bit_pb: tuple[Path, str], tmp_path: Path) ->
     r = _qconvert("batch", "--manifest", str(manifest), "--jobs", "1", "--report", str(tmp_path / "r.json"))
     record = json.loads((tmp_path / "r.json").read_text())["models"][0]
     assert r.returncode == 1 and record["status"] == "failed" and "ethos-u55-128 cannot run it" in record["error"]
+    manifest.write_text('[defaults]\ntarget = "npu9"\n')  # a usage error naming where
+    r = _qconvert("batch", str(pb), "--manifest", str(manifest))
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "[defaults]: unknown target 'npu9'" in r.stderr
 
 
 def test_vela_leaves_gather_to_the_cpu_with_its_reason(tmp_path: Path) -> None:
