@@ -15,7 +15,7 @@ from typing import Any, Sequence
 
 import click
 
-COMMANDS = ("convert", "batch", "dump", "run", "compare", "check")
+COMMANDS = ("convert", "calibrate", "batch", "merge-reports", "dump", "run", "compare", "check")
 
 
 class _DefaultToConvert(click.Group):
@@ -24,7 +24,27 @@ class _DefaultToConvert(click.Group):
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         if args and args[0] not in self.commands and args[0] not in ("--help", "-h", "--version"):
             args = ["convert", *args]
-        return super().parse_args(ctx, args)
+        return super().parse_args(ctx, _several_stats(args))
+
+
+def _several_stats(args: list[str]) -> list[str]:
+    """``--stats a.npz b.npz`` as ``--stats a.npz --stats b.npz``: the .npz words after one
+    ``--stats`` value (a model is never a .npz)."""
+    out: list[str] = []
+    taking: bool | str = False
+    for a in args:
+        if a == "--stats":
+            out.append(a)
+            taking = "value"
+        elif taking == "value":
+            out.append(a)
+            taking = True
+        elif taking is True and not a.startswith("-") and a.endswith(".npz"):
+            out += ["--stats", a]
+        else:
+            out.append(a)
+            taking = a.startswith("--stats=")
+    return out
 
 
 class _StageName(click.ParamType):
@@ -68,6 +88,58 @@ def _names(values: Sequence[str]) -> list[str] | None:
     return out or None
 
 
+def _options(decorators: Sequence[Any]) -> Any:
+    """Apply a list of click options (shared by ``convert`` and ``calibrate``) in order."""
+    def apply(f: Any) -> Any:
+        for d in reversed(decorators):
+            f = d(f)
+        return f
+    return apply
+
+
+_MODEL_OPTIONS = [
+    click.option("--inputs-range", "ranges", multiple=True, metavar="[NAME=]MIN,MAX",
+                 help="Float range of an input; NAME may be left out when there is one input. Repeatable."),
+    click.option("--input-shapes", "shapes", multiple=True, metavar="NAME=D0,D1,...",
+                 help="Shape of an input (default: from the placeholder, unknown batch -> 1). Repeatable."),
+    click.option("--inputs", "inputs", multiple=True, metavar="NAME[,NAME]", help="Input placeholders (default: all)."),
+    click.option("--outputs", "outputs", multiple=True, metavar="NAME[,NAME]",
+                 help="Output nodes (default: graph sinks)."),
+]
+_CALIBRATION_OPTIONS = [
+    click.option("--calibration-data", "calibration_data", type=click.Path(path_type=str), metavar="PATH",
+                 help="Float graphs: .npz (an array per input), .npy (one input), a directory of them or of "
+                      "images, or a quoted glob ('shards/*.npz'); samples on axis 0, read a batch at a time. "
+                      "Ranges of tensors without a FakeQuant come from running the graph on them."),
+    click.option("--calibration-samples", "calibration_samples", type=click.IntRange(min=1), metavar="N",
+                 help="Use N samples (drawn with --seed when there are more)."),
+    click.option("--calibration-batch", "calibration_batch", type=click.IntRange(min=1), default=1, show_default=True,
+                 metavar="B", help="Samples run at once while calibrating."),
+    click.option("--calibration-workers", "calibration_workers", type=click.IntRange(min=1), metavar="N",
+                 help="Threads running the samples (default: the cores, at most 4); the ranges do not depend on it."),
+    click.option("--calibration-method", "calibration_method",
+                 type=click.Choice(["minmax", "percentile", "entropy", "mse"]), default="minmax", show_default=True,
+                 help="minmax: min and max over all samples (TensorFlow's); percentile: clip at --percentile; "
+                      "entropy: KL divergence (TensorRT); mse: the clipping with least quantization error."),
+    click.option("--percentile", "percentile", type=float, default=99.99, show_default=True,
+                 help="For --calibration-method percentile."),
+    click.option("--seed", "seed", type=int, default=0, show_default=True,
+                 help="Seed for drawing calibration samples."),
+    click.option("--image-size", "image_size", metavar="H,W",
+                 help="Images as calibration data: their size (default: the input's)."),
+    click.option("--mean", "mean", metavar="M[,M,M]", default="0", show_default=True,
+                 help="Images: subtracted from the pixels (0..255), per channel or one value."),
+    click.option("--std", "std", metavar="S[,S,S]", default="1", show_default=True,
+                 help="Images: the pixels minus --mean are divided by this."),
+]
+_ACTIVATIONS_OPTION = [
+    click.option("--activations", "activations", type=click.Choice(["int8", "int16"]), default="int8",
+                 show_default=True,
+                 help="Float graphs with --calibration-data: int16 is TensorFlow's 16x8 mode (int16 activations, "
+                      "int8 weights, int64 biases)."),
+]
+
+
 @click.group(cls=_DefaultToConvert, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="qconvert", message="qconvert %(version)s")
 def cli() -> None:
@@ -75,7 +147,9 @@ def cli() -> None:
 
     \b
     qconvert MODEL.pb --inputs-range input=-1,1      (same as: qconvert convert ...)
-    qconvert batch models/ --manifest models.toml --report report.json
+    qconvert calibrate MODEL.pb --calibration-data shard/ --save-stats s.npz
+    qconvert batch models/ --manifest models.toml --report report.json [--shard 2/4]
+    qconvert merge-reports shard1.json shard2.json -o report.json
     qconvert dump MODEL.tflite
     qconvert run MODEL.tflite --input x.npz
     qconvert check MODEL.tflite --target tflm --target ethos-u55-128
@@ -86,12 +160,7 @@ def cli() -> None:
 @cli.command()
 @click.argument("model", type=click.Path(dir_okay=True, path_type=str))
 @click.option("-o", "--output", "output", type=click.Path(path_type=str), help="Output .tflite (default: MODEL with .tflite).")
-@click.option("--inputs-range", "ranges", multiple=True, metavar="[NAME=]MIN,MAX",
-              help="Float range of an input; NAME may be left out when there is one input. Repeatable.")
-@click.option("--input-shapes", "shapes", multiple=True, metavar="NAME=D0,D1,...",
-              help="Shape of an input (default: from the placeholder, unknown batch -> 1). Repeatable.")
-@click.option("--inputs", "inputs", multiple=True, metavar="NAME[,NAME]", help="Input placeholders (default: all).")
-@click.option("--outputs", "outputs", multiple=True, metavar="NAME[,NAME]", help="Output nodes (default: graph sinks).")
+@_options(_MODEL_OPTIONS)
 @click.option("--dump-after", "dump_after", multiple=True, type=_StageName(), metavar="STAGE",
               help="Print the IR after this stage: import or a pipeline stage (README: What it does). Repeatable.")
 @click.option("--report", "report", metavar="FILE|-", help="Write a JSON report (format: see README); - for stdout.")
@@ -99,25 +168,12 @@ def cli() -> None:
               help="Range for every tensor with none (dummy quantization, for experiments; each use is reported).")
 @click.option("--allow-float", "allow_float", is_flag=True,
               help="Leave ops that cannot be quantized in float (DEQUANTIZE/QUANTIZE around them) instead of failing.")
-@click.option("--calibration-data", "calibration_data", type=click.Path(path_type=str), metavar="PATH",
-              help="Float graphs: .npz (an array per input), .npy (one input) or a directory of them; "
-                   "samples on axis 0. Ranges of tensors without a FakeQuant come from running the graph on them.")
-@click.option("--calibration-samples", "calibration_samples", type=click.IntRange(min=1), metavar="N",
-              help="Use N samples (drawn with --seed when there are more).")
-@click.option("--calibration-batch", "calibration_batch", type=click.IntRange(min=1), default=1, show_default=True,
-              metavar="B", help="Samples run at once while calibrating.")
-@click.option("--calibration-method", "calibration_method",
-              type=click.Choice(["minmax", "percentile", "entropy", "mse"]), default="minmax", show_default=True,
-              help="minmax: min and max over all samples (TensorFlow's); percentile: clip at --percentile; "
-                   "entropy: KL divergence (TensorRT); mse: the clipping with least quantization error.")
-@click.option("--percentile", "percentile", type=float, default=99.99, show_default=True,
-              help="For --calibration-method percentile.")
-@click.option("--seed", "seed", type=int, default=0, show_default=True, help="Seed for drawing calibration samples.")
-@click.option("--image-size", "image_size", metavar="H,W", help="Images as calibration data: their size (default: the input's).")
-@click.option("--mean", "mean", metavar="M[,M,M]", default="0", show_default=True,
-              help="Images: subtracted from the pixels (0..255), per channel or one value.")
-@click.option("--std", "std", metavar="S[,S,S]", default="1", show_default=True,
-              help="Images: the pixels minus --mean are divided by this.")
+@_options(_CALIBRATION_OPTIONS)
+@click.option("--stats", "stats", multiple=True, type=click.Path(path_type=str), metavar="FILE...",
+              help="Statistics files from `qconvert calibrate --save-stats` (shards of the data): merged, in place "
+                   "of --calibration-data. Globs and several files after one --stats are taken.")
+@click.option("--save-stats", "save_stats", type=click.Path(path_type=str), metavar="FILE.npz",
+              help="Also write this run's calibration statistics (see `qconvert calibrate`).")
 @click.option("--ranges-file", "ranges_file", type=click.Path(path_type=str), metavar="FILE",
               help="JSON {tensor: [min, max]}: ranges by hand; they override calibration.")
 @click.option("--int4-storage", "int4_storage", type=click.Choice(["packed", "int8"]), default=None,
@@ -128,9 +184,7 @@ def cli() -> None:
               help="Convert for this runtime (litert, litert-ref, tflm, ethos-u55-128, ethos-u55-256, ethos-u65-256, "
                    "ethos-u85-256; repeatable): choices follow it, and `qconvert check` runs on the file written; "
                    "exit 1 when a target cannot run it.")
-@click.option("--activations", "activations", type=click.Choice(["int8", "int16"]), default="int8", show_default=True,
-              help="Float graphs with --calibration-data: int16 is TensorFlow's 16x8 mode (int16 activations, "
-                   "int8 weights, int64 biases).")
+@_options(_ACTIVATIONS_OPTION)
 @click.option("--weights", "weights", type=click.Choice(["int8", "int4"]), default="int8", show_default=True,
               help="Weights without FakeQuant (float graphs): int8, or int4 per channel for CONV_2D and "
                    "FULLY_CONNECTED (INT4 tensors, scale max|w|/7; activations stay int8).")
@@ -148,19 +202,15 @@ def convert(model: str, output: str | None, ranges: tuple[str, ...], shapes: tup
             calibration_samples: int | None, calibration_batch: int, calibration_method: str, percentile: float,
             seed: int, image_size: str | None, mean: str, std: str,
             ranges_file: str | None, activations: str, weights: str, block_size: str | None,
-            int4_storage: str | None, targets: tuple[str, ...], low_bit_activations: str, debug: bool) -> None:
+            int4_storage: str | None, targets: tuple[str, ...], low_bit_activations: str, debug: bool,
+            stats: tuple[str, ...], save_stats: str | None, calibration_workers: int | None) -> None:
     """Convert a frozen GraphDef MODEL.pb (QAT, or float with --calibration-data) to a fully-int8 TFLite model."""
     defaults = None
     if default_ranges is not None:
         name, defaults = _parse_range(default_ranges)
         if name is not None:
             raise click.BadParameter(f"'{default_ranges}': expected MIN,MAX", param_hint="--default-ranges")
-    input_ranges = {}
-    for text in ranges:
-        name, rng = _parse_range(text)
-        if name in input_ranges:
-            raise click.BadParameter(f"range for {name or 'the input'} given twice", param_hint="--inputs-range")
-        input_ranges[name] = rng
+    input_ranges = _input_ranges(ranges)
     input_shapes = dict(_parse_shape(s) for s in shapes)
     size = _numbers(image_size, "--image-size", int, 2) if image_size else None
     means, stds = _numbers(mean, "--mean", float), _numbers(std, "--std", float)
@@ -181,14 +231,14 @@ def convert(model: str, output: str | None, ranges: tuple[str, ...], shapes: tup
                                        default_ranges=defaults, allow_float=allow_float,
                                        check_each_pass=debug, calibration_data=calibration_data,
                                        calibration_samples=calibration_samples,
-                                       calibration_batch=calibration_batch,
+                                       calibration_batch=calibration_batch, calibration_workers=calibration_workers,
                                        calibration_method=calibration_method, percentile=percentile, seed=seed,
                                        image_size=size, mean=means, std=stds,
                                        ranges_file=ranges_file, int4_storage=storage,
                                        low_bit_activations=low_bit_activations, weights=weights,
                                        block_size=int(block_size) if block_size else None,
-                                       activations=activations,
-                                       progress=_calibration_progress())
+                                       activations=activations, stats=_stats_files(stats),
+                                       save_stats=save_stats, progress=_calibration_progress())
             write_atomic(target, result.model)
         except Exception as exc:
             if report:
@@ -225,6 +275,86 @@ def convert(model: str, output: str | None, ranges: tuple[str, ...], shapes: tup
     _guard(work, debug)
 
 
+def _stats_files(values: tuple[str, ...]) -> list[str]:
+    """``--stats`` values, globs expanded in name order (quoted globs reach us unexpanded)."""
+    import glob
+
+    from qconvert.errors import UsageError
+
+    files: list[str] = []
+    for v in values:
+        if any(c in v for c in "*?[") and not os.path.exists(v):
+            found = sorted(glob.glob(v))
+            if not found:
+                raise UsageError(f"--stats '{v}' matches no file")
+            files += found
+        else:
+            files.append(v)
+    return files
+
+
+@cli.command()
+@click.argument("model", type=click.Path(dir_okay=True, path_type=str))
+@_options(_MODEL_OPTIONS)
+@_options(_CALIBRATION_OPTIONS)
+@_options(_ACTIVATIONS_OPTION)
+@click.option("--save-stats", "save_stats", required=True, type=click.Path(path_type=str), metavar="FILE.npz",
+              help="Where to write the statistics (.npz): per tensor min/max, and fixed-bin histograms for "
+                   "the histogram methods (or with --histograms).")
+@click.option("--histograms", is_flag=True,
+              help="Record histograms even for minmax, so that the file serves every --calibration-method.")
+@click.option("--debug", is_flag=True, help="Show a traceback on errors.")
+def calibrate(model: str, ranges: tuple[str, ...], shapes: tuple[str, ...], inputs: tuple[str, ...],
+              outputs: tuple[str, ...], calibration_data: str | None, calibration_samples: int | None,
+              calibration_batch: int, calibration_method: str, percentile: float, seed: int, image_size: str | None,
+              mean: str, std: str, activations: str, save_stats: str, histograms: bool, debug: bool,
+              calibration_workers: int | None) -> None:
+    """Run the float graph MODEL.pb on --calibration-data and save its statistics, without converting.
+
+    \b
+    Shards of the data calibrate anywhere (CI jobs, Dask workers); their files merge:
+      qconvert calibrate m.pb --calibration-data shard0/ --save-stats s0.npz
+      qconvert calibrate m.pb --calibration-data shard1/ --save-stats s1.npz
+      qconvert convert m.pb --stats s0.npz s1.npz      (= one run over shard0 and shard1)
+    Use the same model options (--inputs, --outputs, --input-shapes, --activations) everywhere:
+    the file records the graph's fingerprint, and a different graph is refused.
+    """
+    input_ranges = _input_ranges(ranges)
+    input_shapes = dict(_parse_shape(s) for s in shapes)
+    size = _numbers(image_size, "--image-size", int, 2) if image_size else None
+    means, stds = _numbers(mean, "--mean", float), _numbers(std, "--std", float)
+
+    def work() -> None:
+        from qconvert.converter import api
+        from qconvert.errors import UsageError
+
+        if calibration_data is None:
+            raise UsageError("calibrate needs --calibration-data")
+        t0 = time.perf_counter()
+        stats = api.calibrate_graph(model, calibration_data, input_ranges=input_ranges, input_shapes=input_shapes,
+                                    inputs=_names(inputs), outputs=_names(outputs),
+                                    calibration_samples=calibration_samples, calibration_batch=calibration_batch,
+                                    calibration_method=calibration_method, percentile=percentile, seed=seed,
+                                    image_size=size, mean=means, std=stds, activations=activations,
+                                    save_stats=save_stats, histograms=histograms, progress=_calibration_progress(),
+                                    calibration_workers=calibration_workers)
+        kind = "min/max and histograms" if stats.hist is not None else "min/max"
+        click.echo(f"wrote {save_stats}: {kind} of {len(stats.lo)} tensor(s) over {stats.samples} sample(s) "
+                   f"in {time.perf_counter() - t0:.2f} s (graph {stats.fingerprint[:12]})", err=True)
+
+    _guard(work, debug)
+
+
+def _input_ranges(ranges: tuple[str, ...]) -> dict[str | None, tuple[float, float]]:
+    input_ranges: dict[str | None, tuple[float, float]] = {}
+    for text in ranges:
+        name, rng = _parse_range(text)
+        if name in input_ranges:
+            raise click.BadParameter(f"range for {name or 'the input'} given twice", param_hint="--inputs-range")
+        input_ranges[name] = rng
+    return input_ranges
+
+
 def _targets(names: tuple[str, ...]) -> list[str]:
     """--target values, checked against the known targets (a usage error otherwise)."""
     from qconvert.tools.check import parse_targets
@@ -241,9 +371,12 @@ def _targets(names: tuple[str, ...]) -> list[str]:
               help="Worker processes (default: CPU count; 1 converts in this process).")
 @click.option("--report", "report", metavar="FILE|-", help="Write a JSON report; - for stdout.")
 @click.option("--check", is_flag=True, help="Convert in memory, compare with the existing outputs, write nothing.")
+@click.option("--shard", "shard", metavar="K/N",
+              help="Convert only shard K of N of the model list (every N-th model from the K-th): one CI job per "
+                   "shard, then `qconvert merge-reports`.")
 @click.option("--debug", is_flag=True, help="Show a traceback on errors.")
 def batch(models: tuple[str, ...], manifest: str | None, jobs: int | None, report: str | None, check: bool,
-          debug: bool) -> None:
+          shard: str | None, debug: bool) -> None:
     """Convert many models (files, directories of *.pb, globs) in parallel.
 
     Exit 0 when all converted (or, with --check, all up to date), 1 otherwise.
@@ -251,10 +384,43 @@ def batch(models: tuple[str, ...], manifest: str | None, jobs: int | None, repor
 
     def work() -> None:
         from qconvert.tools.batch import batch as run_batch
+        from qconvert.tools.batch import parse_shard
 
-        status = run_batch(models, manifest, jobs, report, check, echo=lambda s: click.echo(s, err=True))
+        status = run_batch(models, manifest, jobs, report, check, echo=lambda s: click.echo(s, err=True),
+                           shard=parse_shard(shard) if shard else None)
         if status:
             sys.exit(status)
+
+    _guard(work, debug)
+
+
+@cli.command("merge-reports")
+@click.argument("reports", nargs=-1, required=True, metavar="REPORT.json...")
+@click.option("-o", "--output", "output", default="-", show_default=True, metavar="FILE|-",
+              help="The merged report; - for stdout.")
+@click.option("--debug", is_flag=True, help="Show a traceback on errors.")
+def merge_reports(reports: tuple[str, ...], output: str, debug: bool) -> None:
+    """Join the JSON reports of `batch --shard K/N` (one per CI job) into one report.
+
+    Exit 0 when every model converted, 1 when any failed or a shard is missing.
+    """
+
+    def work() -> None:
+        import json
+
+        from qconvert.io import write_atomic
+        from qconvert.tools.batch import merge_reports as merge
+
+        doc = merge(reports)
+        text = json.dumps(doc, indent=2) + "\n"
+        if output == "-":
+            click.echo(text, nl=False)
+        else:
+            write_atomic(output, text.encode("utf-8"))
+        s = doc["summary"]
+        click.echo(f"merged {len(reports)} report(s): {s['ok']}/{s['total']} ok, {s['failed']} failed", err=True)
+        if s["failed"]:
+            sys.exit(1)
 
     _guard(work, debug)
 
@@ -430,12 +596,12 @@ def _numbers(text: str, option: str, kind: type, count: int | None = None) -> An
 
 
 def _calibration_progress():  # type: ignore[no-untyped-def]
-    """A progress line on a terminal; nothing in CI or when stderr is not a terminal."""
-    if os.environ.get("CI", "").lower() in ("1", "true") or not sys.stderr.isatty():
-        return None
-    from qconvert.calibration.calibrate import print_progress
+    """A progress bar with samples/s and ETA on a terminal; in CI (``CI`` set) or when stderr
+    is not a terminal, one line per 10 %."""
+    from qconvert.calibration.calibrate import Progress
 
-    return print_progress
+    ci = os.environ.get("CI", "").lower() in ("1", "true")
+    return Progress(tty=False if ci else None)
 
 
 def _guard(work, debug: bool) -> None:

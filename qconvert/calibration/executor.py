@@ -17,7 +17,7 @@ weights [1, H, W, C*M], FULLY_CONNECTED weights [O, I]. Convolutions are im2col 
 
 from __future__ import annotations
 
-from typing import Callable, Iterator, Mapping
+from typing import Callable, Mapping
 
 import numpy as np
 
@@ -124,10 +124,3 @@ def evaluate(graph: Graph, node: Node, args: list, batch: int) -> np.ndarray:  #
     runnable = sorted(k for k, v in TABLE.items() if v.kernel is not None or v.reshapes or v.rule is Rule.QUANT)
     raise ConversionError(f"node '{node.name}': {node.op} cannot be run for calibration; supported: "
                           f"{', '.join(runnable)}")
-
-
-def batches(samples: Mapping[str, np.ndarray], batch: int) -> Iterator[dict[str, np.ndarray]]:
-    """Split ``{input: [N, ...]}`` into feeds of at most ``batch`` samples."""
-    n = len(next(iter(samples.values())))
-    for start in range(0, n, batch):
-        yield {k: v[start:start + batch] for k, v in samples.items()}

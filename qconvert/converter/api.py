@@ -17,7 +17,8 @@ from typing import Any, Iterator, Mapping, Sequence, TextIO
 
 from qconvert import __version__
 from qconvert.calibration.calibrate import METHODS, Calibration
-from qconvert.calibration.data import as_samples, load_samples
+from qconvert.calibration.data import Samples, as_samples, open_samples
+from qconvert.calibration.stats import Stats
 from qconvert.converter.pipeline import Options, run
 from qconvert.errors import ConversionError, UsageError
 from qconvert.frontend.graphdef import parse_graphdef, read_graphdef
@@ -34,6 +35,7 @@ class Result:
     model: bytes
     graph: Graph
     notes: list[str] = field(default_factory=list)
+    stats: Stats | None = None  # the calibration statistics used (recorded, or merged from files)
 
 
 def convert_graph(
@@ -63,6 +65,11 @@ def convert_graph(
     weights: str = "int8",
     block_size: int | None = None,
     activations: str = "int8",
+    stats: Sequence[str | os.PathLike] = (),
+    save_stats: str | os.PathLike | None = None,
+    histograms: bool = False,
+    stop_before: str | None = None,
+    calibration_workers: int | None = None,
 ) -> Result:
     """Convert a frozen GraphDef (bytes or path) and return the model bytes, the final IR and notes.
 
@@ -77,12 +84,22 @@ def convert_graph(
     inputs with FLOAT16 scales, everything else float (dynamic range; XNNPACK runs it).
     ``activations="int16"``: TensorFlow's 16x8 post-training mode (int16 activations, symmetric;
     int8 weights; int64 biases) for float graphs with calibration.
+    ``stats``: statistics files written by ``save_stats`` (``qconvert calibrate --save-stats``)
+    on shards of the data, merged, in place of ``calibration_data``; ``save_stats`` writes the
+    statistics of this run (with ``histograms``, also for minmax, so that any method can use them).
+    ``stop_before``: end before that pipeline stage (``Result.model`` is then empty).
+    ``calibration_workers``: threads running the samples (default: the cores, at most 4).
     """
     if weights not in ("int8", "int4"):
         raise ConversionError(f"weights {weights!r}: choose 'int8' or 'int4'")
     if activations not in ("int8", "int16"):
         raise UsageError(f"--activations {activations}: choose int8 or int16")
-    if activations == "int16" and (calibration_data is None and ranges_file is None or block_size is not None
+    if stats and calibration_data is not None:
+        raise UsageError("give --calibration-data or --stats, not both (statistics already hold the samples)")
+    if save_stats is not None and calibration_data is None:
+        raise UsageError("--save-stats records statistics of --calibration-data: give the data")
+    has_data = calibration_data is not None or bool(stats)
+    if activations == "int16" and (not has_data and ranges_file is None or block_size is not None
                                    or default_ranges is not None):
         raise UsageError("--activations int16 is TensorFlow's 16x8 post-training mode: it needs --calibration-data "
                          "(or --ranges-file) and takes neither --block-size nor --default-ranges")
@@ -93,7 +110,7 @@ def convert_graph(
         if weights != "int4" or block_size not in BLOCK_SIZES:
             raise UsageError(f"--block-size {block_size}: blockwise weights are int4 (--weights int4) in blocks of "
                              f"{', '.join(map(str, BLOCK_SIZES))}")
-        if calibration_data is not None or ranges_file is not None:
+        if has_data or ranges_file is not None:
             raise UsageError("--block-size keeps activations float (dynamic range): drop --calibration-data and "
                              "--ranges-file, or drop --block-size for int8 activations with int4 weights")
     if int4_storage not in ("packed", "int8"):
@@ -109,28 +126,32 @@ def convert_graph(
         graph = import_graph(raw, inputs, outputs, input_shapes)
         calibration = _calibration(graph, calibration_data, calibration_samples, calibration_batch,
                                    calibration_method, seed, ranges_file, progress, percentile,
-                                   (image_size, mean, std))
+                                   (image_size, mean, std), stats, save_stats, histograms, calibration_workers)
         options = Options(input_ranges=dict(input_ranges or {}), input_shapes=dict(input_shapes or {}),
                           inputs=inputs, outputs=outputs, dump_after=tuple(dump_after), dump_to=dump_to,
                           default_ranges=default_ranges, allow_float=allow_float,
                           check_each_pass=check_each_pass, calibration=calibration,
                           int4_storage=int4_storage, low_bit_activations=low_bit_activations,
                           weights=weights, block_size=block_size, activations=activations)
-        graph, ctx = run(graph, options)
+        graph, ctx = run(graph, options, stop_before=stop_before)
+        if stop_before is not None:
+            return Result(b"", graph, list(ctx.notes), calibration.recorded if calibration is not None else None)
         if not options.dynamic_range:  # records describe the integer kernels (none: float activations)
             graph.metadata[METADATA_NAME] = encode(ctx.requant, int16=activations == "int16")
-        return Result(write_model(graph, description=_description()), graph, list(ctx.notes))
+        recorded = calibration.recorded if calibration is not None else None
+        return Result(write_model(graph, description=_description()), graph, list(ctx.notes), recorded)
 
 
 def _calibration(graph: Graph, data: Any, samples: int | None, batch: int, method: str, seed: int,
                  ranges_file: Any, progress: Any, percentile: float = 99.99,
-                 image: tuple[Any, Any, Any] = (None, 0.0, 1.0)) -> Any:
-    if data is None and ranges_file is None:
+                 image: tuple[Any, Any, Any] = (None, 0.0, 1.0), stats: Sequence[Any] = (),
+                 save_stats: Any = None, histograms: bool = False, workers: int | None = None) -> Any:
+    if data is None and ranges_file is None and not stats:
         return None
     if method not in METHODS:
         raise ConversionError(f"calibration method '{method}' is not available; choose one of {', '.join(METHODS)}")
-    if batch < 1 or (samples is not None and samples < 1):
-        raise ConversionError("--calibration-batch and --calibration-samples must be at least 1")
+    if batch < 1 or (samples is not None and samples < 1) or (workers is not None and workers < 1):
+        raise ConversionError("--calibration-batch, --calibration-samples and --calibration-workers must be at least 1")
     loaded = None
     if data is not None:
         shapes = {n: graph.tensors[n].shape for n in graph.inputs}
@@ -138,14 +159,18 @@ def _calibration(graph: Graph, data: Any, samples: int | None, batch: int, metho
             missing = [n for n in shapes if n not in data]
             if missing:
                 raise ConversionError(f"calibration data has no array for input '{missing[0]}'")
-            loaded = {n: as_samples(n, data[n], shapes[n], "calibration data") for n in shapes}
+            arrays = {n: as_samples(n, data[n], shapes[n], "calibration data") for n in shapes}
             if samples is not None:
-                loaded = {n: a[:samples] for n, a in loaded.items()}
+                arrays = {n: a[:samples] for n, a in arrays.items()}
+            loaded = Samples.from_arrays(arrays)
         else:
-            loaded = load_samples(data, shapes, samples, seed, *image)
+            loaded = open_samples(data, shapes, samples, seed, *image)
     if not 50.0 < percentile <= 100.0:
         raise ConversionError(f"--percentile {percentile}: expected a value in (50, 100]")
-    return Calibration(loaded, batch, method, percentile, _read_ranges(ranges_file), progress)
+    return Calibration(loaded, batch, method, percentile, _read_ranges(ranges_file), progress,
+                       stats_files=[os.fspath(p) for p in stats],
+                       save_stats=None if save_stats is None else os.fspath(save_stats), histograms=histograms,
+                       workers=workers)
 
 
 def _read_ranges(source: Any) -> dict[str, tuple[float, float]]:
@@ -196,6 +221,16 @@ def convert(
 ) -> bytes:
     """Convert a frozen QAT GraphDef (bytes or path) to a fully-int8 TFLite model."""
     return convert_graph(model, input_ranges, input_shapes, inputs, outputs).model
+
+
+def calibrate_graph(model: bytes | str | os.PathLike, calibration_data: Any, **options: Any) -> Stats:
+    """Run the float graph on ``calibration_data`` and return its statistics (``Stats``; write
+    them with ``.save(path)``), without converting: one shard of a calibration that
+    ``convert_graph(..., stats=[...])`` merges. ``options`` are ``convert_graph``'s."""
+    result = convert_graph(model, calibration_data=calibration_data, stop_before="prepare", **options)
+    if result.stats is None:
+        raise ConversionError("the graph has no tensor to calibrate: every range comes from FakeQuants")
+    return result.stats
 
 
 def default_output(model: str | os.PathLike) -> Path:

@@ -280,15 +280,17 @@ def build_record(model: str, output: str, data: bytes | None = None, notes: Sequ
     return rec
 
 
-def report_document(records: list[dict]) -> dict:
-
+def report_document(records: list[dict], shard: dict | None = None) -> dict:
     ok = sum(r["status"] == "ok" for r in records)
-    return {"schema_version": REPORT_SCHEMA_VERSION, "qconvert_version": __version__, "models": records,
-            "summary": {"total": len(records), "ok": ok, "failed": len(records) - ok}}
+    doc = {"schema_version": REPORT_SCHEMA_VERSION, "qconvert_version": __version__, "models": records,
+           "summary": {"total": len(records), "ok": ok, "failed": len(records) - ok}}
+    if shard is not None:
+        doc["shard"] = shard
+    return doc
 
 
-def write_report(target: str, records: list[dict]) -> None:
-    text = json.dumps(report_document(records), indent=2) + "\n"
+def write_report(target: str, records: list[dict], shard: dict | None = None) -> None:
+    text = json.dumps(report_document(records, shard), indent=2) + "\n"
     if target == "-":
         sys.stdout.write(text)
         sys.stdout.flush()
@@ -388,19 +390,98 @@ def run_jobs(jobs: list[Job], n_jobs: int | None = None, check: bool = False,
     return records  # type: ignore[return-value]
 
 
+def parse_shard(text: str) -> tuple[int, int]:
+    """``K/N`` (1 <= K <= N) for ``--shard``."""
+    k, sep, n = text.partition("/")
+    try:
+        index, count = int(k), int(n)
+    except ValueError:
+        index = count = 0
+    if not sep or not 1 <= index <= count:
+        raise _usage(f"--shard '{text}': expected K/N with 1 <= K <= N, e.g. 2/4")
+    return index, count
+
+
+def shard_jobs(jobs: list[Job], index: int, count: int) -> list[Job]:
+    """Shard K of N: the jobs at positions K-1, K-1+N, ... of the plan (files and directories
+    in the order given, a directory's models sorted by name, or the manifest's order). Every
+    machine computes the same plan, so the N shards cover every model exactly once; taking
+    every N-th spreads a directory's large and small models over the shards."""
+    return jobs[index - 1::count]
+
+
+def merge_reports(paths: Sequence[str]) -> dict:
+    """One report from several (``batch --shard K/N --report`` on N machines): the models of
+    all, the summary recounted. Refused: another schema version, a model in two reports, and,
+    for shard reports, a missing, repeated or inconsistent shard."""
+    docs = []
+    for p in paths:
+        try:
+            doc = json.loads(Path(p).read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise ConversionError(f"cannot read report '{p}': {exc.strerror or exc}") from None
+        except ValueError as exc:
+            raise ConversionError(f"report '{p}' is not JSON: {exc}") from None
+        if not isinstance(doc, dict) or not isinstance(doc.get("models"), list):
+            raise ConversionError(f"report '{p}' is not a qconvert report (no 'models' list)")
+        if doc.get("schema_version") != REPORT_SCHEMA_VERSION:
+            raise ConversionError(f"report '{p}' has schema_version {doc.get('schema_version')!r}; this qconvert "
+                                  f"merges version {REPORT_SCHEMA_VERSION}")
+        docs.append((p, doc))
+    shards = [d.get("shard") for _, d in docs]
+    merged_shard = None
+    if any(s is not None for s in shards):
+        if any(not isinstance(s, dict) or not isinstance(s.get("index"), int) for s in shards):
+            raise ConversionError("merge-reports: mix of shard reports and other reports; merge the shards of one "
+                                  "`batch --shard K/N` run")
+        counts = {s["count"] for s in shards}
+        totals = {s["models_total"] for s in shards}
+        if len(counts) != 1 or len(totals) != 1:
+            raise ConversionError(f"merge-reports: the reports come from different shardings ({sorted(counts)} shards, "
+                                  f"{sorted(totals)} models in all)")
+        count, total = counts.pop(), totals.pop()
+        seen = sorted(s["index"] for s in shards)
+        missing = sorted(set(range(1, count + 1)) - set(seen))
+        repeated = sorted({k for k in seen if seen.count(k) > 1})
+        if missing or repeated:
+            what = f"shard(s) {', '.join(f'{k}/{count}' for k in missing)} missing" if missing \
+                else f"shard(s) {', '.join(f'{k}/{count}' for k in repeated)} given twice"
+            raise ConversionError(f"merge-reports: {what}")
+        merged_shard = {"index": None, "count": count, "models_total": total}
+    records, where = [], {}
+    for p, doc in docs:
+        for rec in doc["models"]:
+            key = (rec.get("model"), rec.get("output"))
+            if key in where:
+                raise ConversionError(f"merge-reports: model '{key[0]}' is in '{where[key]}' and in '{p}'")
+            where[key] = p
+            records.append(rec)
+    if merged_shard is not None and len(records) != merged_shard["models_total"]:
+        raise ConversionError(f"merge-reports: {len(records)} models in the reports, but the shards were cut from "
+                              f"{merged_shard['models_total']}")
+    return report_document(records, merged_shard)
+
+
 def batch(args: Sequence[str], manifest: str | None = None, n_jobs: int | None = None,
-          report: str | None = None, check: bool = False, echo: Callable[[str], None] | None = None) -> int:
-    """The ``qconvert batch`` command; returns the exit status (0 all ok, 1 any failure or change)."""
+          report: str | None = None, check: bool = False, echo: Callable[[str], None] | None = None,
+          shard: tuple[int, int] | None = None) -> int:
+    """The ``qconvert batch`` command; returns the exit status (0 all ok, 1 any failure or change).
+    ``shard`` (K, N): convert only shard K of N (see :func:`shard_jobs`)."""
     echo = echo or (lambda s: print(s, file=sys.stderr))
     jobs = plan(args, manifest)
+    shard_info = None
+    if shard is not None:
+        shard_info = {"index": shard[0], "count": shard[1], "models_total": len(jobs)}
+        jobs = shard_jobs(jobs, *shard)
     records = run_jobs(jobs, n_jobs, check, _Progress(len(jobs)))
     failed = [r for r in records if r["status"] != "ok"]
     stale = [r for r in records if r.get("check") in ("changed", "missing")]
     if report:
-        write_report(report, records)
+        write_report(report, records, shard_info)
     for r in stale:
         echo(f"{'would change' if r['check'] == 'changed' else 'missing'}: {Path(r['model']).name} -> {r['output']}")
     verb = "checked" if check else "converted"
     tail = f", {len(stale)} out of date" if check else ""
-    echo(f"{verb} {len(records) - len(failed)}/{len(records)}, {len(failed)} failed{tail}")
+    part = f" (shard {shard[0]}/{shard[1]} of {shard_info['models_total']} models)" if shard and shard_info else ""
+    echo(f"{verb} {len(records) - len(failed)}/{len(records)}{part}, {len(failed)} failed{tail}")
     return 1 if failed or stale else 0

@@ -262,3 +262,40 @@ def test_node_is_taken_from_the_message() -> None:
 
     rec = build_record("m.pb", "m.tflite", error=ConversionError("node 'conv1/Conv2D' (Conv2D): bad weights"))
     assert rec["node"] == "conv1/Conv2D" and rec["status"] == "failed"
+
+
+def test_shards_cover_the_list_once_and_merge_into_the_whole_report(zoo: Path) -> None:
+    """A CI matrix: 3 jobs each convert `--shard K/3` of the same list and write a report;
+    merge-reports joins them. Oracle: one unsharded run of the same list."""
+    args = ("batch", "models", "--manifest", "batch.toml", "--jobs", "1")
+    whole = run(*args, "--report", "whole.json", cwd=zoo)
+    assert whole.returncode == 1  # corrupt.pb and norange.pb fail, as in one run
+    expected = json.loads((zoo / "whole.json").read_text())
+    shard_files = []
+    for k in (1, 2, 3):
+        proc = run(*args, "--shard", f"{k}/3", "--report", f"s{k}.json", cwd=zoo)
+        report = json.loads((zoo / f"s{k}.json").read_text())
+        validate(report, SCHEMA)
+        assert report["shard"] == {"index": k, "count": 3, "models_total": 4}
+        assert f"(shard {k}/3 of 4 models)" in proc.stderr
+        shard_files.append(f"s{k}.json")
+    sizes = [len(json.loads((zoo / f).read_text())["models"]) for f in shard_files]
+    assert sizes == [2, 1, 1]  # models 1 and 4, 2, 3 of the sorted list
+    proc = run("merge-reports", *shard_files, "-o", "merged.json", cwd=zoo)
+    assert proc.returncode == 1 and "merged 3 report(s): 2/4 ok, 2 failed" in proc.stderr  # failures carry over
+    merged = json.loads((zoo / "merged.json").read_text())
+    validate(merged, SCHEMA)
+    key = lambda r: r["model"]  # noqa: E731
+    strip = lambda r: {k: v for k, v in r.items() if k != "seconds"}  # noqa: E731
+    assert [strip(r) for r in sorted(merged["models"], key=key)] == [strip(r) for r in sorted(expected["models"],
+                                                                                              key=key)]
+    assert merged["summary"] == expected["summary"] and merged["shard"] == {"index": None, "count": 3,
+                                                                            "models_total": 4}
+    # a missing shard, a shard twice, a bad --shard: one line each
+    proc = run("merge-reports", "s1.json", "s3.json", cwd=zoo)
+    assert proc.returncode == 1 and "shard(s) 2/3 missing" in proc.stderr and "Traceback" not in proc.stderr
+    proc = run("merge-reports", "s1.json", "s2.json", "s2.json", "s3.json", cwd=zoo)
+    assert proc.returncode == 1 and "given twice" in proc.stderr
+    for bad in ("0/3", "4/3", "x"):
+        proc = run(*args, "--shard", bad, cwd=zoo)
+        assert proc.returncode == 2 and "expected K/N" in proc.stderr

@@ -1,0 +1,202 @@
+"""Per-tensor calibration statistics that merge: ``--save-stats`` and ``--stats``.
+
+For each observed tensor: the min and max over the samples, the number of samples, and
+(for the histogram methods) a histogram on fixed bins that do not depend on the data: bin
+``k`` holds the float32 values whose upper 16 bits are ``k`` (sign, exponent, 7 mantissa
+bits: every bin is 2^-7 of its magnitude wide, 65,536 bins cover every float32). Two
+shards' statistics merge by min, max and addition, so statistics merged from shards are
+*equal* to those of one run over the union of the samples: ranges, and the ranges the
+histogram methods derive from them, come out the same bit for bit.
+
+Statistics belong to one float graph: the file carries a fingerprint of the graph as the
+calibration stage sees it (every op with its operands, every constant's bytes, every
+observed tensor with its shape), and a file from another graph, another converter
+setting, or with other observed tensors is refused.
+
+File format (``.npz``, version 1): ``version``, ``fingerprint`` (hex), ``samples``,
+``names`` (observed tensors, in graph order), ``min``/``max`` (float32 per name; NaN for
+a tensor that held no values), and with histograms ``hist`` ([names, 65536] int64).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import zipfile
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from qconvert.errors import ConversionError
+
+FORMAT_VERSION = 1
+BINS = 1 << 16
+
+
+def _bin_edges() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The finite bins in ascending order of value: (codes, lower edges, upper edges)."""
+    mags = (np.arange(0x7F80 + 1, dtype=np.uint32) << 16).view(np.float32).astype(np.float64)  # |v| at code m
+    pos = np.arange(0x7F80)  # codes 0x0000..0x7F7F: [mag(m), mag(m+1))
+    neg = 0x8000 + pos[::-1]  # codes 0xFF7F..0x8000: (-mag(m+1), -mag(m)]
+    codes = np.concatenate([neg, pos])
+    lower = np.concatenate([-mags[pos[::-1] + 1], mags[pos]])
+    upper = np.concatenate([-mags[pos[::-1]], mags[pos + 1]])
+    return codes, lower, upper
+
+
+_EDGES: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+
+
+def histogram(values: np.ndarray) -> np.ndarray:
+    """Counts of ``values`` (float32) per fixed bin: [65536] int64."""
+    v = np.ascontiguousarray(values, dtype=np.float32).reshape(-1)
+    return np.bincount(v.view(np.uint32) >> 16, minlength=BINS).astype(np.int64, copy=False)
+
+
+def histogram_bins(counts: np.ndarray, lo: float, hi: float) -> tuple[np.ndarray, np.ndarray]:
+    """The fixed-bin histogram as ascending (counts, edges) from the bin holding ``lo`` to the
+    one holding ``hi``, empty bins in between kept, outer edges at ``lo`` and ``hi``: the
+    (counts, edges) the methods (``qconvert.calibration.methods``) take."""
+    global _EDGES
+    if _EDGES is None:
+        _EDGES = _bin_edges()
+    codes, lower, upper = _EDGES
+    ordered = counts[codes]
+    nonzero = np.flatnonzero(ordered)
+    if not len(nonzero):
+        return np.zeros(1, np.int64), np.array([lo, hi], np.float64)
+    first, last = int(nonzero[0]), int(nonzero[-1])
+    edges = np.concatenate([lower[first:last + 1], upper[last:last + 1]])
+    edges[0], edges[-1] = lo, hi
+    return ordered[first:last + 1], edges
+
+
+@dataclass
+class Stats:
+    """Statistics of the observed tensors over some samples."""
+
+    fingerprint: str
+    names: list[str]
+    lo: dict[str, float] = field(default_factory=dict)
+    hi: dict[str, float] = field(default_factory=dict)
+    hist: dict[str, np.ndarray] | None = None
+    samples: int = 0
+
+    def update(self, name: str, value: np.ndarray) -> None:
+        if not value.size:
+            return
+        a, b = float(value.min()), float(value.max())
+        if name in self.lo:
+            a, b = min(self.lo[name], a), max(self.hi[name], b)
+        self.lo[name], self.hi[name] = a, b
+        if self.hist is not None:
+            counts = histogram(value)
+            if name in self.hist:
+                self.hist[name] += counts
+            else:
+                self.hist[name] = counts
+
+    def merge(self, other: "Stats", where: str = "") -> None:
+        if other.fingerprint != self.fingerprint or other.names != self.names:
+            raise ConversionError(f"statistics {where or 'file'} come from another graph or setting "
+                                  f"(fingerprint {other.fingerprint[:12]} vs {self.fingerprint[:12]}); "
+                                  "record them again with the same model and options")
+        for n in other.lo:
+            self.lo[n] = min(self.lo.get(n, other.lo[n]), other.lo[n])
+            self.hi[n] = max(self.hi.get(n, other.hi[n]), other.hi[n])
+        if self.hist is not None:
+            if other.hist is None:
+                self.hist = None
+            else:
+                for n, c in other.hist.items():
+                    self.hist[n] = self.hist[n] + c if n in self.hist else c.copy()
+        self.samples += other.samples
+
+    def save(self, path: str | os.PathLike) -> None:
+        from qconvert.io import write_atomic
+
+        nan = float("nan")
+        arrays = {
+            "version": np.array(FORMAT_VERSION), "fingerprint": np.array(self.fingerprint),
+            "samples": np.array(self.samples, np.int64), "names": np.array(self.names, dtype=str),
+            "min": np.array([self.lo.get(n, nan) for n in self.names], np.float32),
+            "max": np.array([self.hi.get(n, nan) for n in self.names], np.float32),
+        }
+        if self.hist is not None:
+            empty = np.zeros(BINS, np.int64)
+            arrays["hist"] = np.stack([self.hist.get(n, empty) for n in self.names]) if self.names \
+                else np.zeros((0, BINS), np.int64)
+        import io
+
+        buf = io.BytesIO()
+        np.savez_compressed(buf, **arrays)
+        write_atomic(path, buf.getvalue())
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "Stats":
+        from qconvert.calibration.data import load_arrays
+
+        data = load_arrays(path, "statistics file")
+        if isinstance(data, np.ndarray):
+            raise ConversionError(f"statistics file '{path}' is a .npy; expected the .npz that --save-stats writes")
+        with data:
+            missing = [k for k in ("version", "fingerprint", "samples", "names", "min", "max") if k not in data.files]
+            if missing:
+                raise ConversionError(f"statistics file '{path}' has no '{missing[0]}': not written by --save-stats")
+            try:
+                version = int(data["version"])
+                if version != FORMAT_VERSION:
+                    raise ConversionError(f"statistics file '{path}' has format version {version}; this qconvert "
+                                          f"reads version {FORMAT_VERSION}")
+                names = [str(n) for n in data["names"]]
+                lo, hi = data["min"].astype(np.float32), data["max"].astype(np.float32)
+                hist = data["hist"] if "hist" in data.files else None
+                if len(lo) != len(names) or len(hi) != len(names) or (
+                        hist is not None and hist.shape != (len(names), BINS)):
+                    raise ConversionError(f"statistics file '{path}' is inconsistent (array sizes differ)")
+                stats = cls(str(data["fingerprint"]), names, samples=int(data["samples"]),
+                            hist=None if hist is None else {})
+            except (ValueError, KeyError, zipfile.BadZipFile, OSError, EOFError) as exc:
+                raise ConversionError(f"cannot read statistics file '{path}': {exc}") from None
+        for k, n in enumerate(names):
+            if np.isfinite(lo[k]) and np.isfinite(hi[k]):
+                stats.lo[n], stats.hi[n] = float(lo[k]), float(hi[k])
+                if hist is not None:
+                    stats.hist[n] = hist[k].astype(np.int64)  # type: ignore[index]
+        return stats
+
+
+def merged(paths: Sequence[str | os.PathLike], fingerprint: str, names: list[str]) -> Stats:
+    """The statistics of ``paths`` merged, each checked against the graph's fingerprint."""
+    total: Stats | None = None
+    for p in paths:
+        s = Stats.load(p)
+        if s.fingerprint != fingerprint or s.names != names:
+            raise ConversionError(
+                f"statistics file '{p}' was recorded on another graph or with other options (fingerprint "
+                f"{s.fingerprint[:12]}, this conversion's {fingerprint[:12]}); record it again with the same "
+                "model, --inputs/--outputs/--input-shapes and --activations")
+        if total is None:
+            total = s
+        else:
+            total.merge(s, f"'{p}'")
+    assert total is not None
+    return total
+
+
+def fingerprint(graph, names: Sequence[str]) -> str:  # type: ignore[no-untyped-def]
+    """sha256 of the float graph the samples run through and of the observed tensors."""
+    h = hashlib.sha256(b"qconvert-stats-1\0")
+    for node in graph.nodes:
+        h.update(f"{node.op}|{','.join(node.inputs)}|{','.join(node.outputs)}\n".encode())
+        for i in node.inputs:
+            data = graph.const(i) if i else None
+            if data is not None:
+                a = np.ascontiguousarray(data)
+                h.update(f"{i}:{a.dtype}:{a.shape}\n".encode())
+                h.update(a.tobytes())
+    for name in list(graph.inputs) + list(names):
+        t = graph.tensors[name]
+        h.update(f"observe {name} {t.dtype} {t.shape}\n".encode())
+    return h.hexdigest()
