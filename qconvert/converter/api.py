@@ -167,6 +167,8 @@ def _calibration(graph: Graph, data: Any, samples: int | None, batch: int, metho
             loaded = open_samples(data, shapes, samples, seed, *image)
     if not 50.0 < percentile <= 100.0:
         raise ConversionError(f"--percentile {percentile}: expected a value in (50, 100]")
+    if save_stats is not None and not Path(save_stats).resolve().parent.is_dir():  # before the samples run
+        raise ConversionError(f"cannot write '{save_stats}': directory '{Path(save_stats).parent}' does not exist")
     return Calibration(loaded, batch, method, percentile, _read_ranges(ranges_file), progress,
                        stats_files=[os.fspath(p) for p in stats],
                        save_stats=None if save_stats is None else os.fspath(save_stats), histograms=histograms,

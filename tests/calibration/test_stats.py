@@ -285,6 +285,9 @@ def test_cli_refuses_statistics_it_cannot_use(float_model, tmp_path: Path) -> No
     none = _run_cli("calibrate", str(folder / "m.pb"), "--save-stats", str(tmp_path / "t.npz"))
     assert none.returncode == 2 and "--calibration-data" in none.stderr
     assert not (tmp_path / "t.npz").exists()
+    nowhere = _run_cli("calibrate", str(folder / "m.pb"), *names, "--calibration-data", str(folder / "all.npz"),
+                       "--save-stats", str(tmp_path / "no" / "t.npz"))  # refused before the samples run
+    assert nowhere.returncode == 1 and "does not exist" in nowhere.stderr and "calibrating" not in nowhere.stderr
 
 
 def test_dask_shards_give_the_same_tflite_as_one_process(float_model, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
