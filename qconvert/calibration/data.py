@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import zipfile
+import zlib
 from pathlib import Path
 from typing import Iterator, Mapping, Sequence
 
@@ -33,28 +34,19 @@ from qconvert.errors import ConversionError
 
 
 def as_samples(name: str, array: np.ndarray, shape: Sequence[int] | None, where: str) -> np.ndarray:
+    """An in-memory array as [N, ...] float32 samples for input ``name`` (the checks of :func:`_layout`)."""
     a = np.asarray(array)
-    if a.dtype.kind not in "fiub":
-        raise ConversionError(f"{where}: array for input '{name}' has dtype {a.dtype}, not numbers")
-    a = a.astype(np.float32)
-    if shape is not None:
-        want = tuple(int(d) for d in shape[1:])
-        if a.shape == tuple(shape) or a.shape == want:
-            a = a.reshape(1, *want)
-        elif a.shape[1:] != want:
-            raise ConversionError(
-                f"{where}: array for input '{name}' has shape {list(a.shape)}; expected "
-                f"[N, {', '.join(map(str, want))}] (input shape {list(shape)})")
+    count, row = _layout(name, tuple(a.shape), a.dtype, shape, where)
+    a = a.astype(np.float32).reshape(count, *row)
     if not np.all(np.isfinite(a)):
         raise ConversionError(f"{where}: array for input '{name}' contains NaN or infinite values")
     return a
 
 
-def load_arrays(path: str | os.PathLike, what: str, mmap: bool = False):  # type: ignore[no-untyped-def]
-    """``np.load`` of a .npy / .npz (never pickles; ``mmap``: a .npy as a read-only memory map),
-    failures as one ConversionError line."""
+def load_arrays(path: str | os.PathLike, what: str):  # type: ignore[no-untyped-def]
+    """``np.load`` of a .npy / .npz (never pickles), failures as one ConversionError line."""
     try:
-        return np.load(path, allow_pickle=False, mmap_mode="r" if mmap else None)
+        return np.load(path, allow_pickle=False)
     except FileNotFoundError:
         raise ConversionError(f"{what} '{path}' does not exist") from None
     except ValueError as exc:
@@ -177,7 +169,7 @@ class _NpzRows(_Rows):
                     if len(raw) != int(np.prod(shape, dtype=np.int64)) * self.dtype.itemsize:
                         raise ConversionError(f"calibration data '{path}' ends early (truncated array '{key}')")
                     self.whole = np.frombuffer(raw, self.dtype).reshape(shape, order="F").reshape(self.count, *self.row)
-        except (OSError, zipfile.BadZipFile, EOFError) as exc:
+        except (OSError, zipfile.BadZipFile, EOFError, zlib.error) as exc:
             raise ConversionError(f"cannot read calibration data '{path}': {exc}") from None
         self.row_bytes = int(np.prod(self.row, dtype=np.int64)) * self.dtype.itemsize
 
@@ -219,9 +211,7 @@ class _NpzRows(_Rows):
         assert self.stream is not None
         try:
             raw = self.stream.read(n)
-        except (OSError, zipfile.BadZipFile, EOFError) as exc:  # zlib.error is an Exception too
-            raise ConversionError(f"cannot read calibration data '{self.where}': {exc}") from None
-        except Exception as exc:  # noqa: BLE001 - a damaged deflate stream (zlib.error)
+        except (OSError, zipfile.BadZipFile, EOFError, zlib.error) as exc:  # a damaged member or deflate stream
             raise ConversionError(f"cannot read calibration data '{self.where}': {exc}") from None
         if len(raw) != n:
             raise ConversionError(f"calibration data '{self.where}' ends early (truncated array '{self.member}')")
@@ -236,7 +226,7 @@ def _npy_header(fh, where: str) -> tuple[tuple[int, ...], bool, np.dtype]:  # ty
             shape, fortran, dtype = fmt.read_array_header_1_0(fh)
         else:
             shape, fortran, dtype = fmt.read_array_header_2_0(fh)
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
         if "magic" in str(exc):
             raise ConversionError(f"calibration data '{where}' is not a .npy or .npz file") from None
         raise ConversionError(f"cannot read calibration data '{where}': {exc}") from None

@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import os
 import zipfile
+import zlib
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -97,11 +98,13 @@ class Stats:
             else:
                 self.hist[name] = counts
 
-    def merge(self, other: "Stats", where: str = "") -> None:
+    def merge(self, other: "Stats", where: str = "statistics") -> None:
+        """Add ``other``'s statistics (refused when it comes from another graph or setting)."""
         if other.fingerprint != self.fingerprint or other.names != self.names:
-            raise ConversionError(f"statistics {where or 'file'} come from another graph or setting "
-                                  f"(fingerprint {other.fingerprint[:12]} vs {self.fingerprint[:12]}); "
-                                  "record them again with the same model and options")
+            raise ConversionError(
+                f"{where} was recorded on another graph or with other options (fingerprint "
+                f"{other.fingerprint[:12]}, this conversion's {self.fingerprint[:12]}); record it again with the "
+                "same model, --inputs/--outputs/--input-shapes and --activations")
         for n in other.lo:
             self.lo[n] = min(self.lo.get(n, other.lo[n]), other.lo[n])
             self.hi[n] = max(self.hi.get(n, other.hi[n]), other.hi[n])
@@ -157,7 +160,7 @@ class Stats:
                     raise ConversionError(f"statistics file '{path}' is inconsistent (array sizes differ)")
                 stats = cls(str(data["fingerprint"]), names, samples=int(data["samples"]),
                             hist=None if hist is None else {})
-            except (ValueError, KeyError, zipfile.BadZipFile, OSError, EOFError) as exc:
+            except (ValueError, KeyError, zipfile.BadZipFile, OSError, EOFError, zlib.error) as exc:
                 raise ConversionError(f"cannot read statistics file '{path}': {exc}") from None
         for k, n in enumerate(names):
             if np.isfinite(lo[k]) and np.isfinite(hi[k]):
@@ -169,19 +172,9 @@ class Stats:
 
 def merged(paths: Sequence[str | os.PathLike], fingerprint: str, names: list[str]) -> Stats:
     """The statistics of ``paths`` merged, each checked against the graph's fingerprint."""
-    total: Stats | None = None
+    total = Stats(fingerprint, list(names), hist={})
     for p in paths:
-        s = Stats.load(p)
-        if s.fingerprint != fingerprint or s.names != names:
-            raise ConversionError(
-                f"statistics file '{p}' was recorded on another graph or with other options (fingerprint "
-                f"{s.fingerprint[:12]}, this conversion's {fingerprint[:12]}); record it again with the same "
-                "model, --inputs/--outputs/--input-shapes and --activations")
-        if total is None:
-            total = s
-        else:
-            total.merge(s, f"'{p}'")
-    assert total is not None
+        total.merge(Stats.load(p), f"statistics file '{p}'")
     return total
 
 

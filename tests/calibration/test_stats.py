@@ -311,3 +311,23 @@ def test_dask_shards_give_the_same_tflite_as_one_process(float_model, tmp_path: 
     merged = convert_graph(folder / "m.pb", stats=paths, **kw).model
     one = convert_graph(folder / "m.pb", calibration_data=folder / "all.npz", **kw).model
     assert merged == one
+
+
+def test_damaged_compressed_files_are_one_line_errors(tmp_path: Path) -> None:
+    """Bytes overwritten inside the deflate streams of a statistics file and of compressed
+    samples: a ConversionError (one line, exit 1), never zlib's own exception."""
+    rng = np.random.default_rng(2)
+    s = st.Stats("fp", [f"t{k}" for k in range(8)], hist={})
+    for n in s.names:
+        s.update(n, rng.normal(size=5000).astype(np.float32))
+    s.save(tmp_path / "s.npz")
+    np.savez_compressed(tmp_path / "x.npz", x=rng.normal(size=(20, 64, 64, 3)).astype(np.float32))
+    for name, read in (("s.npz", lambda p: st.Stats.load(p)),
+                       ("x.npz", lambda p: load_samples(p, {"x": (1, 64, 64, 3)}))):
+        raw = (tmp_path / name).read_bytes()
+        for step in range(1, 40):  # 39 places; some give a bad CRC, one at least a broken deflate stream
+            off = len(raw) * step // 40
+            bad = tmp_path / f"bad_{name}"
+            bad.write_bytes(raw[:off] + b"\x55" * 64 + raw[off + 64:])
+            with pytest.raises(ConversionError):
+                read(bad)
