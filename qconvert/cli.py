@@ -357,9 +357,11 @@ def _input_ranges(ranges: tuple[str, ...]) -> dict[str | None, tuple[float, floa
 
 def _targets(names: tuple[str, ...]) -> list[str]:
     """--target values, checked against the known targets (a usage error otherwise)."""
+    if not names:
+        return []
     from qconvert.tools.check import parse_targets
 
-    return parse_targets(names) if names else []
+    return parse_targets(names)
 
 
 

@@ -29,7 +29,6 @@ import os
 import sys
 import threading
 import time
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, as_completed, wait
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
@@ -148,6 +147,9 @@ def collect(graph: Graph, calib: Calibration, names: list[str]) -> Stats:
             if calib.progress is not None:
                 calib.progress(done, total)
     else:
+        # here, not at the top: concurrent.futures brings logging (7 ms a QAT conversion never needs)
+        from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, as_completed, wait
+
         with _blas_single_thread(), ThreadPoolExecutor(workers) as pool:
             pending: set = set()
             for feeds in batches:

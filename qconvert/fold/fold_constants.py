@@ -39,7 +39,9 @@ def fold_constants(graph: Graph, ctx: Context) -> bool:
             value = value.reshape(out.shape)
         if value.dtype == np.float64:
             value = value.astype(np.float32)
-        out.data = np.array(value, copy=True, order="C")
+        if value.base is not None or not value.flags.c_contiguous:  # a view of an input: own it
+            value = np.array(value, copy=True, order="C")
+        out.data = value
         out.dtype = value.dtype.name
         dead.append(node)
     graph.remove_nodes(dead)

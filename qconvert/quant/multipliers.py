@@ -7,8 +7,6 @@ exponent convention, ``real ~= multiplier * 2**(shift - 31)`` (positive shift = 
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import functools
 import math
 from dataclasses import dataclass
@@ -226,6 +224,9 @@ def _libm_float(name: str) -> Callable[[float], np.float32]:
     in TFLite's kernels calls on this machine. Loaded on first use (finding the library runs
     ldconfig: 24 ms that a graph without GELU should not pay). Without a C math library, the
     double function rounded to float32 (the same value wherever the library is correctly rounded)."""
+    import ctypes  # here: ctypes.util pulls in subprocess, shutil and tempfile (22 ms at start-up)
+    import ctypes.util
+
     try:
         fn = getattr(ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6"), name)
         fn.restype, fn.argtypes = ctypes.c_float, [ctypes.c_float]
