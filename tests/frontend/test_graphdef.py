@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,7 +43,7 @@ def assert_value_equal(got, want, where=""):
             assert np.array_equal(got, want, equal_nan=True), where
         else:
             assert np.array_equal(got, want), where
-        assert got.flags.writeable, where
+        assert not got.flags.writeable, where  # constants are values: passes make new arrays
     elif isinstance(want, list):
         assert isinstance(got, list) and len(got) == len(want), (where, got, want)
         for g, w in zip(got, want):
@@ -458,12 +458,15 @@ def test_bfloat16_tensor():
     assert got.astype(np.float32).tolist() == [-2.5] * 3
 
 
-def test_tensor_content_is_a_writable_copy():
+def test_tensor_content_is_read_only_and_not_the_proto():
     content = np.arange(1000, dtype="<f4").tobytes()
-    got = one_value(tensor_node(make_tensor("DT_FLOAT", [10, 100], tensor_content=content)))
-    assert got.flags.writeable
-    got[0, 0] = 42.0  # must not raise
+    proto = make_tensor("DT_FLOAT", [10, 100], tensor_content=content)
+    got = one_value(tensor_node(proto))
+    assert not got.flags.writeable
+    with pytest.raises(ValueError):
+        got[0, 0] = 42.0  # a pass cannot change a constant in place
     assert got.dtype == np.float32 and got.shape == (10, 100)
+    assert np.array_equal(got.reshape(-1), np.arange(1000, dtype=np.float32))
 
 
 @pytest.mark.parametrize(
@@ -670,3 +673,147 @@ def test_a_recursive_function_is_one_line():
     f = g.library.function[0]
     f.node_def.add(name="again", op="PartitionedCall", input=["inputs", "kernel"]).attr["f"].func.name = "conv_fn"
     assert "nested more than" in _error(g.SerializeToString())
+
+
+# ---------------------------------------------------------------------------
+# Large constants read in place: ``graphdef._lift`` cuts every tensor_content of 4 KB or
+# more out of its node at the protobuf wire level before protobuf parses the rest.
+# Oracles: TensorFlow's parser and make_ndarray; otherwise protobuf's parse of the untouched
+# bytes (the reader without the lifting). The wire cases are messages protobuf reads in a
+# way a naive cut would get wrong: an attr given twice (the last wins), a tensor_content
+# given twice, an AttrValue whose oneof is set twice, unknown fields, a truncated node.
+# ---------------------------------------------------------------------------
+
+_DTYPES = ["float32", "float16", "float64", "int8", "uint8", "int16", "int32", "int64", "complex64", "bool"]
+
+
+def _unlifted(data: bytes) -> list[gd.RawNode]:
+    """The reader without the lifting: protobuf parses every byte."""
+    return gd._decode(gd._parse_message(data, "x"), "x")
+
+
+def _same(ours: list[gd.RawNode], reference: list[gd.RawNode]) -> None:
+    assert [n.name for n in ours] == [n.name for n in reference]
+    for mine, ref in zip(ours, reference):
+        assert (mine.op, mine.inputs, mine.device) == (ref.op, ref.inputs, ref.device)
+        assert set(mine.attrs) == set(ref.attrs)
+        for key in ref.attrs:
+            want = ref.attrs[key]
+            assert_value_equal(mine.attrs[key], want, f"{mine.name}.{key}")
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    return gd._encode_varint(number << 3 | 2) + gd._encode_varint(len(payload)) + payload
+
+
+def _entry(name: str, value: bytes) -> bytes:
+    """One NodeDef.attr map entry, written by hand."""
+    return _field(5, _field(1, name.encode()) + _field(2, value))
+
+
+def _const_node(name: str, *entries: bytes) -> bytes:
+    return _field(1, _field(1, name.encode()) + _field(2, b"Const") + b"".join(entries))
+
+
+def _tensor_value(values: np.ndarray) -> bytes:
+    t = make_tensor("DT_FLOAT", values.shape, tensor_content=values.astype("<f4").tobytes())
+    return gd.AttrValue(tensor=t).SerializeToString()
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), count=st.integers(1, 4))
+def test_large_tensors_match_tensorflow(seed, count):  # type: ignore[no-untyped-def]
+    tf = _tf()
+    rng = np.random.default_rng(seed)
+    g = tf.compat.v1.GraphDef()
+    lifted = 0
+    for k in range(count):
+        dt = np.dtype(rng.choice(_DTYPES))
+        size = int(rng.integers(3900, 9000)) // dt.itemsize  # around the 4 KB threshold
+        if dt.kind == "b":
+            arr = rng.integers(0, 2, size).astype(bool)
+        elif dt.kind in "iu":
+            info = np.iinfo(dt)
+            arr = rng.integers(info.min, info.max, size, dtype=dt, endpoint=True)
+        elif dt.kind == "c":
+            arr = (rng.standard_normal(size) + 1j * rng.standard_normal(size)).astype(dt)
+        else:
+            arr = (rng.standard_normal(size) * 100).astype(dt)
+        arr = arr.reshape(-1, 1) if k % 2 else arr
+        # names of any length put the contents at any offset, aligned or not
+        node = g.node.add(name="n" * int(rng.integers(1, 9)) + str(k), op="Const")
+        node.attr["dtype"].type = tf.as_dtype(dt).as_datatype_enum
+        node.attr["value"].tensor.CopyFrom(tf.make_tensor_proto(arr))
+        lifted += len(node.attr["value"].tensor.tensor_content) >= gd._LIFT_BYTES  # not every dtype uses it
+    data = g.SerializeToString()
+    assert sum(len(v) for v in gd._lift(memoryview(data))[1].values()) == lifted
+    note(f"{lifted} of {count} lifted")
+    decoded = compare_with_tf(tf, data)
+    assert all(not v.flags.writeable for n in decoded for v in n.attrs.values() if isinstance(v, np.ndarray))
+
+
+def test_a_large_constant_is_a_view_of_the_file(tmp_path):  # type: ignore[no-untyped-def]
+    values = np.arange(5000, dtype=np.float32)
+    path = tmp_path / "g.pb"
+    path.write_bytes(_const_node("c", _entry("value", _tensor_value(values))))
+    (node,) = gd.read_graphdef(path)
+    got = node.attrs["value"]
+    assert np.array_equal(got, values) and not got.flags.writeable
+    assert not got.flags.owndata  # read in place, not copied out of a protobuf message
+
+
+def test_small_constants_are_left_to_protobuf():
+    data = _const_node("c", _entry("value", _tensor_value(np.arange(1000, dtype=np.float32))))  # 4000 B
+    assert gd._lift(memoryview(data))[1] == {}
+
+
+_SHAPE_2000 = make_tensor("DT_FLOAT", [2000]).SerializeToString()  # dtype and shape, no values
+
+
+def _floats(value: float) -> bytes:
+    return np.full(2000, value, "<f4").tobytes()
+
+
+WIRE_CASES = {
+    # protobuf keeps the last entry of a map key: the second tensor
+    "attr given twice": _const_node("c", _entry("value", _tensor_value(np.zeros(2000))),
+                                    _entry("value", _tensor_value(np.ones(2000)))),
+    "attr given twice, the last small": _const_node("c", _entry("value", _tensor_value(np.zeros(2000))),
+                                                    _entry("value", _tensor_value(np.ones(3)))),
+    # a bytes field given twice: the last one wins
+    "tensor_content twice": _const_node("c", _entry("value", _field(
+        8, _SHAPE_2000 + _field(4, _floats(0)) + _field(4, _floats(7))))),
+    # AttrValue's oneof set twice: the later member (a string) wins over the tensor
+    "oneof set twice": _const_node("c", _entry("value", _tensor_value(np.zeros(2000)) + _field(2, b"text"))),
+    # a message given twice merges: the second TensorProto adds its content to the first's shape
+    "tensor given twice": _const_node("c", _entry("value", _field(8, _SHAPE_2000) + _field(8, _field(4, _floats(1))))),
+    # unknown fields around the content are kept
+    "unknown fields": _const_node("c", _entry("value", _field(
+        8, _SHAPE_2000 + bytes([0xF8, 0x06, 0x05]) + _field(4, _floats(1)) + _field(112, b"x")))),  # 111: a varint
+    "two large attrs": _const_node("c", _entry("a", _tensor_value(np.arange(2000))),
+                                   _entry("value", _tensor_value(-np.arange(3000)))),
+}
+
+
+@pytest.mark.parametrize("case", sorted(WIRE_CASES))
+def test_wire_cases_read_as_protobuf_reads_them(case):  # type: ignore[no-untyped-def]
+    data = WIRE_CASES[case]
+    _same(gd.parse_graphdef(data), _unlifted(data))
+
+
+def test_a_lifted_wire_case_is_really_lifted():
+    _, lifted = gd._lift(memoryview(WIRE_CASES["two large attrs"]))
+    assert set(lifted[0]) == {"a", "value"}
+    _, lifted = gd._lift(memoryview(WIRE_CASES["attr given twice"]))
+    assert lifted == {}  # left whole: protobuf decides which entry wins
+
+
+@pytest.mark.parametrize("cut", [1, 7, 100, 4500, 8001])
+def test_a_truncated_graph_is_one_line_error(cut):  # type: ignore[no-untyped-def]
+    data = _const_node("c", _entry("value", _tensor_value(np.ones(2000)))) * 2
+    with pytest.raises(ConversionError) as ours:
+        gd.parse_graphdef(data[:-cut], "x")
+    with pytest.raises(ConversionError) as theirs:
+        _unlifted(data[:-cut])
+    assert str(ours.value) == str(theirs.value)
+    assert "\n" not in str(ours.value)
