@@ -91,6 +91,17 @@ def windows(attrs: Mapping[str, Any], x: np.ndarray, kh: int, kw: int, fill: flo
     ``attrs`` (TFLite option names: stride_h, dilation_h_factor, padding, ...) say how.
     Also the integer kernels' (qconvert run); ``max_elements`` refuses a padded input larger
     than that (ValueError) instead of allocating it."""
+    x, (oh, ow), (sh, sw), (dh, dw) = padded(attrs, x, kh, kw, fill, max_elements)
+    n, c = x.shape[0], x.shape[3]
+    s = x.strides
+    return np.lib.stride_tricks.as_strided(
+        x, (n, oh, ow, kh, kw, c), (s[0], s[1] * sh, s[2] * sw, s[1] * dh, s[2] * dw, s[3]), writeable=False)
+
+
+def padded(attrs: Mapping[str, Any], x: np.ndarray, kh: int, kw: int, fill: float = 0.0,
+           max_elements: int | None = None) -> tuple[np.ndarray, tuple[int, int], tuple[int, int], tuple[int, int]]:
+    """The input padded for a ``kh``×``kw`` window as ``attrs`` say, with the output size,
+    the strides and the dilations: ``(x, (oh, ow), (sh, sw), (dh, dw))``."""
     sh, sw = int(attrs.get("stride_h", 1)), int(attrs.get("stride_w", 1))
     dh, dw = int(attrs.get("dilation_h_factor", 1)), int(attrs.get("dilation_w_factor", 1))
     padding = attrs.get("padding", "VALID")
@@ -102,9 +113,7 @@ def windows(attrs: Mapping[str, Any], x: np.ndarray, kh: int, kw: int, fill: flo
                          "needs too large a padded input")
     if top or bottom or left or right:
         x = np.pad(x, ((0, 0), (top, bottom), (left, right), (0, 0)), constant_values=fill)
-    s = x.strides
-    return np.lib.stride_tricks.as_strided(
-        x, (n, oh, ow, kh, kw, c), (s[0], s[1] * sh, s[2] * sw, s[1] * dh, s[2] * dw, s[3]), writeable=False)
+    return x, (oh, ow), (sh, sw), (dh, dw)
 
 
 def transpose_conv_scatter(attrs: Mapping[str, Any], taps: np.ndarray, out_h: int, out_w: int) -> np.ndarray:

@@ -23,6 +23,9 @@ DEPTHWISE_CASES = [  # size, channels, kernel, stride, multiplier, dilation, pad
     (9, 4, 5, 1, 2, 1, "valid", "relu"),
     (12, 6, 3, 1, 1, 2, "same", None),
     (15, 3, 3, 2, 3, 1, "valid", None),
+    (19, 4, 3, (1, 2), 1, 1, "same", None),  # column phases: stride 2 across, 1 down
+    (20, 3, 3, 3, 2, 1, "same", "relu"),
+    (11, 6, 3, (2, 1), 1, 1, "valid", None),
 ]
 
 
@@ -58,8 +61,9 @@ def test_depthwise_equals_litert_builtin_on_every_output(tf, case) -> None:  # t
     x = rng.normal(0, 1, (1, size, size, channels)).astype(np.float32)
     theirs = _litert_builtin(tflite, x)
 
+    sh, sw = stride if isinstance(stride, tuple) else (stride, stride)
     node = SimpleNamespace(name="dw", attrs={
-        "stride_h": stride, "stride_w": stride, "dilation_h_factor": dilation, "dilation_w_factor": dilation,
+        "stride_h": sh, "stride_w": sw, "dilation_h_factor": dilation, "dilation_w_factor": dilation,
         "padding": padding.upper(), "fused_activation_function": {"relu6": "RELU6", "relu": "RELU"}.get(act, "NONE")})
     ours = kernels.depthwise_conv_2d(node, x, w.reshape(1, k, k, channels * mult), b)
     assert ours.dtype == np.float32 and ours.shape == theirs.shape
