@@ -31,9 +31,9 @@ def read_bytes(path: str | os.PathLike[str], kind: str) -> bytes:
 
 
 def read_buffer(path: str | os.PathLike[str], kind: str) -> memoryview:
-    """The file's bytes as a writable buffer read in one call, with ``read_bytes``'s errors.
+    """The file's bytes in one numpy buffer (as a memoryview), with ``read_bytes``'s errors.
 
-    The buffer is numpy's, which asks the kernel for huge pages: reading an 88 MB frozen graph
+    The buffer is numpy's, which asks the kernel for huge pages: reading a 95 MB frozen graph
     faults 700 pages instead of the 23,000 of a bytes object (36 ms against 68 ms measured; a
     page fault is costly in a virtual machine)."""
     import numpy as np  # here: io is imported by commands that never read a model

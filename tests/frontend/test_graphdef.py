@@ -754,12 +754,33 @@ def test_large_tensors_match_tensorflow(seed, count):  # type: ignore[no-untyped
 
 def test_a_large_constant_is_a_view_of_the_file(tmp_path):  # type: ignore[no-untyped-def]
     values = np.arange(5000, dtype=np.float32)
+    for name in ("c", "cc", "ccc", "cccc"):  # one of them puts the content on a 4-byte boundary
+        data = _const_node(name, _entry("value", _tensor_value(values)))
+        (where,) = gd._lift(memoryview(data))[1][0].values()
+        if where[0] % 4 == 0:
+            break
     path = tmp_path / "g.pb"
-    path.write_bytes(_const_node("c", _entry("value", _tensor_value(values))))
+    path.write_bytes(data)
     (node,) = gd.read_graphdef(path)
     got = node.attrs["value"]
     assert np.array_equal(got, values) and not got.flags.writeable
-    assert not got.flags.owndata  # read in place, not copied out of a protobuf message
+    base = got
+    while isinstance(base, np.ndarray) and base.base is not None:
+        base = base.base
+    assert isinstance(base, memoryview) and base.nbytes == len(data)  # the file's buffer, not a copy
+
+
+def test_an_unaligned_large_constant_reads_right():
+    values = np.arange(5000, dtype=np.float32) * np.float32(0.37)
+    for name in ("c", "cc", "ccc", "cccc"):
+        data = _const_node(name, _entry("value", _tensor_value(values)))
+        (where,) = gd._lift(memoryview(data))[1][0].values()
+        if where[0] % 4:
+            break
+    (node,) = gd.parse_graphdef(data)
+    got = node.attrs["value"]
+    assert not got.flags.aligned  # a view where the bytes are
+    assert np.array_equal(got, values) and np.array_equal(got * 2, values * 2) and float(got.max()) == values.max()
 
 
 def test_small_constants_are_left_to_protobuf():
