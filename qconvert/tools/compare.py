@@ -37,7 +37,7 @@ import numpy as np
 
 from qconvert.calibration import executor
 from qconvert.calibration.calibrate import Calibration
-from qconvert.calibration.data import as_samples, load_samples
+from qconvert.calibration.data import Samples, as_samples, open_samples
 from qconvert.converter.pipeline import Options, run
 from qconvert.errors import ConversionError, RunError
 from qconvert.frontend.graphdef import parse_graphdef, read_graphdef
@@ -288,14 +288,13 @@ def compare(pb: str | os.PathLike, tflite: str | os.PathLike, data: str | os.Pat
             f"{len(model.input_names)} and {len(model.output_names)}; pass the --inputs/--outputs used to convert")
     shapes = {name: list(tensors[i].shape) for name, i in zip(graph.inputs, model.model.inputs)}
     if isinstance(data, Mapping):
-        feeds = {n: as_samples(n, np.asarray(data[n]), shapes[n], "data") for n in graph.inputs}
+        arrays = {n: as_samples(n, np.asarray(data[n]), shapes[n], "data") for n in graph.inputs}
+        source = Samples.from_arrays({k: v[:samples] for k, v in arrays.items()})
     else:
         if not Path(data).exists():
             raise ConversionError(f"--data '{data}' does not exist")
-        feeds = load_samples(data, shapes, limit=samples, seed=seed)
-    if samples is not None:
-        feeds = {k: v[:samples] for k, v in feeds.items()}
-    n = len(next(iter(feeds.values())))
+        source = open_samples(data, shapes, limit=samples, seed=seed)  # read one sample at a time
+    n = len(source)
 
     # tflite tensor name -> float tensor name
     mapping: dict[str, str] = {}
@@ -331,16 +330,15 @@ def compare(pb: str | os.PathLike, tflite: str | os.PathLike, data: str | os.Pat
     tflite_of = {f: t for t, f in mapping.items()}  # float tensor -> .tflite tensor
     scales = {t.name: (float(t.scale[0]), int(t.zero_point[0]) if t.zero_point else 0)
               for t in tensors if t.scale and t.data is None}
-    for s in range(n):
+    for feed in source.batches(1):
         ref: dict[str, np.ndarray] = {}
 
         def record(name: str, value: np.ndarray) -> None:
             if name in wanted:
                 ref[name] = value[0]
 
-        executor.run(graph, {name: feeds[name][s:s + 1] for name in graph.inputs}, record=record,
-                     fake_quant=fake_quant)
-        int_feeds = {tensors[i].name: feeds[name][s:s + 1] for i, name in zip(model.model.inputs, graph.inputs)}
+        executor.run(graph, {name: feed[name] for name in graph.inputs}, record=record, fake_quant=fake_quant)
+        int_feeds = {tensors[i].name: feed[name] for i, name in zip(model.model.inputs, graph.inputs)}
         _, ints = model.run(int_feeds, trace=True, quantize_inputs=True)
         deq = {name: (v.astype(np.float64) - scales[name][1]) * scales[name][0]
                for name, v in ints.items() if name in scales}

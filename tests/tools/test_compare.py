@@ -171,3 +171,21 @@ def test_runtime_tflm_runs_the_int8_side_with_tflite_micros_arithmetic(good: tup
         if x["op"] == "FULLY_CONNECTED":
             break
         assert x["snr_db"] == y["snr_db"], (x, y)
+
+
+def test_samples_are_read_one_at_a_time(good: tuple[Path, Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """compare streams its data as calibration does: the same report, and never every sample at once."""
+    from qconvert.calibration import data as samples_module
+
+    before = compare(*good, samples=5).as_dict()
+    sizes: list[int] = []
+    batches = samples_module.Samples.batches
+
+    def spy(self, size):  # type: ignore[no-untyped-def]
+        sizes.append(size)
+        return batches(self, size)
+
+    monkeypatch.setattr(samples_module.Samples, "batches", spy)
+    monkeypatch.setattr(samples_module.Samples, "read_all", lambda self: pytest.fail("read every sample at once"))
+    after = compare(*good, samples=5).as_dict()
+    assert sizes == [1] and after == before and after["samples"] == 5
