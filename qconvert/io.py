@@ -6,9 +6,26 @@ May import: ``qconvert.errors``."""
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 from qconvert.errors import ConversionError
+
+
+@contextmanager
+def _reading(source: str, kind: str) -> Iterator[None]:
+    """Turns the usual reasons a file cannot be read into one-line ConversionErrors."""
+    if os.path.isdir(source):
+        raise ConversionError(f"{source}: is a directory, not {kind}")
+    try:
+        yield
+    except FileNotFoundError:
+        raise ConversionError(f"{source}: no such file") from None
+    except PermissionError:
+        raise ConversionError(f"{source}: cannot read the file (permission denied)") from None
+    except OSError as e:
+        raise ConversionError(f"{source}: cannot read the file ({e.strerror or e})") from None
 
 
 def read_bytes(path: str | os.PathLike[str], kind: str) -> bytes:
@@ -17,17 +34,8 @@ def read_bytes(path: str | os.PathLike[str], kind: str) -> bytes:
     ``kind`` names what was expected ("a GraphDef .pb file", "a .tflite file").
     """
     source = os.fspath(path)
-    if os.path.isdir(source):
-        raise ConversionError(f"{source}: is a directory, not {kind}")
-    try:
-        with open(source, "rb") as f:
-            return f.read()
-    except FileNotFoundError:
-        raise ConversionError(f"{source}: no such file") from None
-    except PermissionError:
-        raise ConversionError(f"{source}: cannot read the file (permission denied)") from None
-    except OSError as e:
-        raise ConversionError(f"{source}: cannot read the file ({e.strerror or e})") from None
+    with _reading(source, kind), open(source, "rb") as f:
+        return f.read()
 
 
 def read_buffer(path: str | os.PathLike[str], kind: str) -> memoryview:
@@ -39,26 +47,17 @@ def read_buffer(path: str | os.PathLike[str], kind: str) -> memoryview:
     import numpy as np  # here: io is imported by commands that never read a model
 
     source = os.fspath(path)
-    if os.path.isdir(source):
-        raise ConversionError(f"{source}: is a directory, not {kind}")
-    try:
-        with open(source, "rb", buffering=0) as f:
-            size = os.fstat(f.fileno()).st_size
-            buffer = np.empty(size + 1, np.uint8)  # one spare byte tells a file that grew
-            view, got = memoryview(buffer), 0
-            while got <= size:
-                n = f.readinto(view[got:])
-                if not n:
-                    break
-                got += n
-            if got > size:  # it grew while we read it: read the rest too
-                return memoryview(bytes(buffer) + f.read())
-    except FileNotFoundError:
-        raise ConversionError(f"{source}: no such file") from None
-    except PermissionError:
-        raise ConversionError(f"{source}: cannot read the file (permission denied)") from None
-    except OSError as e:
-        raise ConversionError(f"{source}: cannot read the file ({e.strerror or e})") from None
+    with _reading(source, kind), open(source, "rb", buffering=0) as f:
+        size = os.fstat(f.fileno()).st_size
+        buffer = np.empty(size + 1, np.uint8)  # one spare byte tells a file that grew
+        view, got = memoryview(buffer), 0
+        while got <= size:
+            n = f.readinto(view[got:])
+            if not n:
+                break
+            got += n
+        if got > size:  # it grew while we read it: read the rest too
+            return memoryview(bytes(buffer) + f.read())
     return memoryview(buffer)[:got]
 
 
