@@ -797,17 +797,16 @@ def _lift(mv: memoryview) -> tuple[bytes, dict[int, dict[str, tuple[int, int]]]]
 
 def _lift_node(mv: memoryview, start: int, end: int) -> tuple[bytes, dict[str, tuple[int, int]]]:
     fields = _fields(mv, start, end)
-    entries = [f for f in fields if f[0] == 5 and f[1] == 2]  # NodeDef.attr, map<string, AttrValue>
-    names = []
-    for entry in entries:
-        key = _only(_fields(mv, entry[3], entry[4]), 1)
-        names.append(bytes(mv[key[3]:key[4]]) if key else None)
+    # NodeDef.attr, map<string, AttrValue>: each entry's own fields, read once
+    entries = {f: _fields(mv, f[3], f[4]) for f in fields if f[0] == 5 and f[1] == 2}
+    keys = [_only(inner, 1) for inner in entries.values()]
+    names = [bytes(mv[k[3]:k[4]]) if k else None for k in keys]
     if None in names or len(set(names)) != len(names):  # the last of two entries would win
         return b"", {}
     parts: list[Any] = []
     found: dict[str, tuple[int, int]] = {}
     for f in fields:
-        got = _lift_entry(mv, f[3], f[4]) if f in entries and f[4] - f[3] >= _LIFT_BYTES else None
+        got = _lift_entry(mv, entries[f]) if f in entries and f[4] - f[3] >= _LIFT_BYTES else None
         if got is None:
             parts.append(mv[f[2]:f[4]])
             continue
@@ -817,10 +816,10 @@ def _lift_node(mv: memoryview, start: int, end: int) -> tuple[bytes, dict[str, t
     return b"".join(parts), found
 
 
-def _lift_entry(mv: memoryview, start: int, end: int) -> tuple[bytes, str, tuple[int, int]] | None:
-    """A map entry {1: name, 2: AttrValue{8: TensorProto{4: content, ...}}} without its
-    content, the attr's name and where the content is; None if it is not that shape."""
-    entry = _fields(mv, start, end)
+def _lift_entry(mv: memoryview, entry: list[tuple[int, int, int, int, int]]
+                ) -> tuple[bytes, str, tuple[int, int]] | None:
+    """A map entry's fields {1: name, 2: AttrValue{8: TensorProto{4: content, ...}}} as bytes
+    without the content, the attr's name and where the content is; None if not that shape."""
     key, value = _only(entry, 1), _only(entry, 2)
     if key is None or value is None or len(entry) != 2:
         return None

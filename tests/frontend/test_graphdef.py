@@ -702,8 +702,7 @@ def _same(ours: list[gd.RawNode], reference: list[gd.RawNode]) -> None:
             assert_value_equal(mine.attrs[key], want, f"{mine.name}.{key}")
 
 
-def _field(number: int, payload: bytes) -> bytes:
-    return gd._encode_varint(number << 3 | 2) + gd._encode_varint(len(payload)) + payload
+_field = gd._length_field  # a length-delimited field: tag, length, payload
 
 
 def _entry(name: str, value: bytes) -> bytes:
