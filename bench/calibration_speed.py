@@ -14,6 +14,8 @@ memory figures are the tools', not the data's.
 Each command runs as its own process (imports count), ``--repeats`` times after one warm-up;
 printed: medians of wall time, ms per sample, peak RSS (``ru_maxrss`` of the child), the ratios
 TF/qconvert, and qconvert's peak RSS at ``--large`` samples against ``--samples`` (one run each).
+Both calibration engines run: ``numpy`` (the default: qconvert's kernels) and ``litert``
+(``--calibration-engine litert``: LiteRT's XNNPACK kernels).
 Also checked: ``qconvert calibrate`` on 4 shards merged with ``--stats`` writes the same bytes as
 one run. The machines are shared and noisy: quote medians and ratios.
 """
@@ -78,8 +80,9 @@ def median(cmd: list[str], repeats: int) -> tuple[float, float]:
     return statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs)
 
 
-def ours(pb: Path, data: Path, out: Path) -> list[str]:
-    return [sys.executable, "-m", "qconvert", str(pb), "--calibration-data", str(data), "-o", str(out)]
+def ours(pb: Path, data: Path, out: Path, engine: str = "numpy") -> list[str]:
+    return [sys.executable, "-m", "qconvert", str(pb), "--calibration-data", str(data), "-o", str(out),
+            "--calibration-engine", engine]
 
 
 def main() -> int:
@@ -98,16 +101,20 @@ def main() -> int:
         print(f"MobileNetV2 alpha 1.0 {args.size}x{args.size}, {n} samples; medians of {args.repeats} runs, "
               f"whole process, {os.cpu_count()} CPUs", flush=True)
         q_s, q_mb = median(ours(pb, small, folder / "q.tflite"), args.repeats)
+        r_s, r_mb = median(ours(pb, small, folder / "q_litert.tflite", "litert"), args.repeats)
         t_s, t_mb = median([sys.executable, "-c", TF_SCRIPT, str(pb), str(small), str(folder / "t.tflite"),
                             str(args.size)], args.repeats)
-        print(f"{'':12} {'seconds':>8} {'ms/sample':>10} {'peak MB':>8}")
-        print(f"{'qconvert':12} {q_s:8.2f} {1e3 * q_s / n:10.1f} {q_mb:8.0f}")
-        print(f"{'TensorFlow':12} {t_s:8.2f} {1e3 * t_s / n:10.1f} {t_mb:8.0f}")
-        print(f"speed-up {t_s / q_s:.2f}x, memory {q_mb / t_mb:.2f} of TensorFlow's", flush=True)
+        print(f"{'':20} {'seconds':>8} {'ms/sample':>10} {'peak MB':>8}")
+        print(f"{'qconvert (numpy)':20} {q_s:8.2f} {1e3 * q_s / n:10.1f} {q_mb:8.0f}")
+        print(f"{'qconvert (litert)':20} {r_s:8.2f} {1e3 * r_s / n:10.1f} {r_mb:8.0f}")
+        print(f"{'TensorFlow':20} {t_s:8.2f} {1e3 * t_s / n:10.1f} {t_mb:8.0f}")
+        print(f"speed-up: numpy engine {t_s / q_s:.2f}x, litert engine {t_s / r_s:.2f}x; memory "
+              f"{q_mb / t_mb:.2f} and {r_mb / t_mb:.2f} of TensorFlow's", flush=True)
 
-        l_s, l_mb = measure(ours(pb, big, folder / "q_large.tflite"))
-        print(f"qconvert at {args.large} samples: {l_s:.1f} s ({1e3 * l_s / args.large:.1f} ms/sample), "
-              f"peak {l_mb:.0f} MB = {l_mb / q_mb:.3f} x the peak at {n}", flush=True)
+        for engine, peak in (("numpy", q_mb), ("litert", r_mb)):
+            l_s, l_mb = measure(ours(pb, big, folder / f"q_large_{engine}.tflite", engine))
+            print(f"qconvert ({engine}) at {args.large} samples: {l_s:.1f} s ({1e3 * l_s / args.large:.1f} "
+                  f"ms/sample), peak {l_mb:.0f} MB = {l_mb / peak:.3f} x the peak at {n}", flush=True)
 
         shards = []
         x = np.load(small, mmap_mode="r")

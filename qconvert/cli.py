@@ -117,6 +117,10 @@ _CALIBRATION_OPTIONS = [
                  metavar="B", help="Samples run at once while calibrating."),
     click.option("--calibration-workers", "calibration_workers", type=click.IntRange(min=1), metavar="N",
                  help="Threads running the samples (default: the cores, at most 4); the ranges do not depend on it."),
+    click.option("--calibration-engine", "calibration_engine", type=click.Choice(["numpy", "litert"]),
+                 default="numpy", show_default=True,
+                 help="What runs the float model: numpy (qconvert's kernels) or litert (LiteRT's XNNPACK "
+                      "kernels, about 3x faster; ranges equal within float32 rounding, not bit for bit)."),
     click.option("--calibration-method", "calibration_method",
                  type=click.Choice(["minmax", "percentile", "entropy", "mse"]), default="minmax", show_default=True,
                  help="minmax: min and max over all samples (TensorFlow's); percentile: clip at --percentile; "
@@ -203,7 +207,8 @@ def convert(model: str, output: str | None, ranges: tuple[str, ...], shapes: tup
             seed: int, image_size: str | None, mean: str, std: str,
             ranges_file: str | None, activations: str, weights: str, block_size: str | None,
             int4_storage: str | None, targets: tuple[str, ...], low_bit_activations: str, debug: bool,
-            stats: tuple[str, ...], save_stats: str | None, calibration_workers: int | None) -> None:
+            stats: tuple[str, ...], save_stats: str | None, calibration_workers: int | None,
+            calibration_engine: str) -> None:
     """Convert a frozen GraphDef MODEL.pb (QAT, or float with --calibration-data) to a fully-int8 TFLite model."""
     defaults = None
     if default_ranges is not None:
@@ -232,6 +237,7 @@ def convert(model: str, output: str | None, ranges: tuple[str, ...], shapes: tup
                                        check_each_pass=debug, calibration_data=calibration_data,
                                        calibration_samples=calibration_samples,
                                        calibration_batch=calibration_batch, calibration_workers=calibration_workers,
+                                       calibration_engine=calibration_engine,
                                        calibration_method=calibration_method, percentile=percentile, seed=seed,
                                        image_size=size, mean=means, std=stds,
                                        ranges_file=ranges_file, int4_storage=storage,
@@ -308,7 +314,7 @@ def calibrate(model: str, ranges: tuple[str, ...], shapes: tuple[str, ...], inpu
               outputs: tuple[str, ...], calibration_data: str | None, calibration_samples: int | None,
               calibration_batch: int, calibration_method: str, percentile: float, seed: int, image_size: str | None,
               mean: str, std: str, activations: str, save_stats: str, histograms: bool, debug: bool,
-              calibration_workers: int | None) -> None:
+              calibration_workers: int | None, calibration_engine: str) -> None:
     """Run the float graph MODEL.pb on --calibration-data and save its statistics, without converting.
 
     \b
@@ -337,7 +343,7 @@ def calibrate(model: str, ranges: tuple[str, ...], shapes: tuple[str, ...], inpu
                                     calibration_method=calibration_method, percentile=percentile, seed=seed,
                                     image_size=size, mean=means, std=stds, activations=activations,
                                     save_stats=save_stats, histograms=histograms, progress=_calibration_progress(),
-                                    calibration_workers=calibration_workers)
+                                    calibration_workers=calibration_workers, calibration_engine=calibration_engine)
         kind = "min/max and histograms" if stats.hist is not None else "min/max"
         click.echo(f"wrote {save_stats}: {kind} of {len(stats.lo)} tensor(s) over {stats.samples} sample(s) "
                    f"in {time.perf_counter() - t0:.2f} s (graph {stats.fingerprint[:12]})", err=True)

@@ -63,6 +63,10 @@ class Calibration:
     histograms: bool = False  # record histograms even for minmax (a stats file for any method)
     recorded: Stats | None = None  # set by record_ranges: the statistics used
     workers: int | None = None  # threads running batches (default: the cores, at most 4)
+    # --calibration-engine: None runs the numpy executor; else (graph, observed names) → a factory
+    # of per-thread runners ``run(feeds, record) -> samples`` (converter/litert_engine.py)
+    engine: Callable[[Graph, list[str]], Callable[[], Callable[..., int]]] | None = None
+    engine_name: str = "numpy"
 
     @property
     def has_data(self) -> bool:
@@ -115,11 +119,17 @@ def collect(graph: Graph, calib: Calibration, names: list[str]) -> Stats:
     fp = fingerprint(graph, names)
     local = threading.local()
     shards: list[Stats] = []
+    make = calib.engine(graph, list(names)) if calib.engine is not None else None
+
+    def numpy_run(feeds: dict[str, np.ndarray], record: Callable[[str, np.ndarray], None]) -> int:
+        executor.run(graph, feeds, record)
+        return len(next(iter(feeds.values())))
 
     def run_one(feeds: dict[str, np.ndarray]) -> int:
         stats = getattr(local, "stats", None)
         if stats is None:
             stats = local.stats = Stats(fp, list(names), hist={} if hist else None)
+            local.run = make() if make is not None else numpy_run
             with lock:
                 shards.append(stats)
 
@@ -127,8 +137,7 @@ def collect(graph: Graph, calib: Calibration, names: list[str]) -> Stats:
             if name in wanted:
                 stats.update(name, value)
 
-        executor.run(graph, feeds, record)
-        return len(next(iter(feeds.values())))
+        return local.run(feeds, record)
 
     lock = threading.Lock()
     total, done = calib.samples.count, 0
@@ -346,8 +355,9 @@ def calibrate(graph: Graph, ctx: Context) -> bool:
                          Origin.RANGES_FILE)
     if calib.recorded is not None:
         where = f"{len(calib.stats_files)} statistics file(s), " if calib.stats_files else ""
+        engine = "" if calib.engine is None else f", {calib.engine_name} engine"
         ctx.note(f"calibrated {len(kept)} tensor range(s) on {where}{calib.recorded.samples} sample(s) "
-                 f"in {seconds:.2f} s ({calib.method})")
+                 f"in {seconds:.2f} s ({calib.method}{'' if calib.stats_files else engine})")
     return bool(names) or bool(by_hand)
 
 

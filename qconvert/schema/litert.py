@@ -9,10 +9,12 @@ from typing import Any
 RESOLVERS = ("builtin", "ref", "default")
 
 
-def interpreter(data: bytes, preserve_all_tensors: bool = True, resolver: str = "builtin") -> Any:
+def interpreter(data: bytes, preserve_all_tensors: bool = True, resolver: str = "builtin",
+                num_threads: int | None = None) -> Any:
     """A LiteRT interpreter on ``data``, tensors allocated. ``resolver``: ``builtin`` = the
     built-in kernels without a delegate, ``ref`` = the reference kernels (BUILTIN_REF),
     ``default`` = what LiteRT picks by itself (built-in kernels and the XNNPACK delegate).
+    ``num_threads``: the kernels' threads (LiteRT's default when None).
     ValueError with LiteRT's first line when it cannot load the file."""
     from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
@@ -20,7 +22,7 @@ def interpreter(data: bytes, preserve_all_tensors: bool = True, resolver: str = 
             "default": OpResolverType.AUTO}[resolver]
     try:
         it = Interpreter(model_content=bytes(data), experimental_preserve_all_tensors=preserve_all_tensors,
-                         experimental_op_resolver_type=kind)
+                         experimental_op_resolver_type=kind, num_threads=num_threads)
         it.allocate_tensors()
     except (RuntimeError, ValueError) as exc:
         raise ValueError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None

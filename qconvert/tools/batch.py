@@ -31,7 +31,7 @@ from qconvert.schema.reader import read_model
 REPORT_SCHEMA_VERSION = 1
 # Calibration of float graphs (see ``qconvert convert --help``); paths relative to the manifest.
 _CALIBRATION_KEYS = {"calibration_data", "calibration_samples", "calibration_batch", "calibration_method",
-                     "percentile", "seed", "ranges_file"}
+                     "calibration_engine", "percentile", "seed", "ranges_file"}
 # Storage choices beside int8 (issue 17), as the convert options of the same names.
 _WIDTH_KEYS = {"activations": ("int8", "int16"), "weights": ("int8", "int4"), "block_size": (32, 64, 128, 256),
                "int4_storage": ("packed", "int8"),
@@ -136,7 +136,7 @@ def _settings(table: dict, base: Path, where: str) -> dict:
             raise _usage(f"{where}: {exc}") from None
     calibration = {}
     for key, kind in (("calibration_samples", int), ("calibration_batch", int), ("seed", int),
-                      ("percentile", (int, float)), ("calibration_method", str)):
+                      ("percentile", (int, float)), ("calibration_method", str), ("calibration_engine", str)):
         if key in table:
             value = table[key]
             if not isinstance(value, kind) or isinstance(value, bool):
@@ -145,6 +145,9 @@ def _settings(table: dict, base: Path, where: str) -> dict:
     if calibration.get("calibration_method", "minmax") not in ("minmax", "percentile", "entropy", "mse"):
         raise _usage(f"{where}: calibration_method {calibration['calibration_method']!r}: "
                      "expected minmax, percentile, entropy or mse")
+    if calibration.get("calibration_engine", "numpy") not in api.ENGINES:
+        raise _usage(f"{where}: calibration_engine {calibration['calibration_engine']!r}: "
+                     f"expected {' or '.join(api.ENGINES)}")
     for key in ("calibration_data", "ranges_file"):
         if key in table:
             calibration[key] = str(base / str(table[key]))

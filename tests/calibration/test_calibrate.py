@@ -46,6 +46,8 @@ def _samples(m, seed: int = 0) -> dict[str, np.ndarray]:  # type: ignore[no-unty
 
 @pytest.mark.parametrize("name", PTQ_MODELS)
 def test_calibration_matches_tensorflow_ptq(name: str) -> None:
+    """Both engines: numpy (qconvert's kernels) and litert (LiteRT's XNNPACK kernels, whose
+    float sums are not TFLite's builtin ones: same bounds, not the depthwise scale's equality)."""
     pytest.importorskip("tensorflow", reason="TensorFlow's post-training quantizer is the oracle")
     import corpus
     import oracle
@@ -55,19 +57,21 @@ def test_calibration_matches_tensorflow_ptq(name: str) -> None:
     m = corpus.build_float_graph(name)
     samples = _samples(m)
     theirs = oracle.tf_ptq_convert(m, samples)
-    ours = convert_graph(m.graph_def, inputs=m.inputs, outputs=m.outputs, calibration_data=samples).model
-    report = oracle.compare_ptq(ours, theirs, samples, m.inputs)
-    print(f"\n{name}: {report}")
-    assert report.tensors > 0
-    assert report.zero_point_diffs == []
-    assert report.scale_diffs == []
-    assert report.weight_diffs == []
-    assert report.within_1_fraction >= 0.999
-    if name == "depthwise":  # the depthwise float kernel sums as TFLite's: the very scales (1.2e-7 off before)
-        assert report.max_rel_scale == 0.0
-    if name != "pad_squeeze_reshape":
-        assert report.unpaired == []
-    assert oracle.float_tensors(ours) == []
+    for engine in ("numpy", "litert"):
+        ours = convert_graph(m.graph_def, inputs=m.inputs, outputs=m.outputs, calibration_data=samples,
+                             calibration_engine=engine).model
+        report = oracle.compare_ptq(ours, theirs, samples, m.inputs)
+        print(f"\n{name} ({engine}): {report}")
+        assert report.tensors > 0
+        assert report.zero_point_diffs == []
+        assert report.scale_diffs == []
+        assert report.weight_diffs == []
+        assert report.within_1_fraction >= 0.999
+        if name == "depthwise" and engine == "numpy":  # its depthwise kernel sums as TFLite's: the very scales
+            assert report.max_rel_scale == 0.0
+        if name != "pad_squeeze_reshape":
+            assert report.unpaired == []
+        assert oracle.float_tensors(ours) == []
 
 
 # --- the parameter formula, by hand ---------------------------------------------------
@@ -200,6 +204,64 @@ def test_cli_calibrates_a_float_graph_and_litert_runs_it(float_pb, tmp_path: Pat
     oracle.run_litert(out.read_bytes(), {"input": np.zeros(m.shapes["input"], np.int8)})
 
 
+def test_cli_litert_engine_calibrates_and_names_itself(float_pb, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    path, m = float_pb
+    np.savez(tmp_path / "calib.npz", **_samples(m))
+    out = tmp_path / "m.tflite"
+    proc = _run_cli(str(path), "--calibration-data", str(tmp_path / "calib.npz"), "--calibration-engine", "litert",
+                    "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert "calibrated 6 tensor range(s) on 32 sample(s)" in proc.stderr and "litert engine" in proc.stderr
+    import oracle
+
+    assert oracle.float_tensors(out.read_bytes()) == []
+    bad = _run_cli(str(path), "--calibration-data", str(tmp_path / "calib.npz"), "--calibration-engine", "torch",
+                   "-o", str(tmp_path / "bad.tflite"))
+    assert bad.returncode == 2 and "--calibration-engine" in bad.stderr and not (tmp_path / "bad.tflite").exists()
+
+
+def test_litert_engine_runs_quantize_dequantize_pairs_like_numpy(float_pb) -> None:  # type: ignore[no-untyped-def]
+    """``--inputs-range`` puts a QUANTIZE → DEQUANTIZE pair after the input of the float model
+    the engines run: LiteRT runs it as an int8 round trip, as the numpy executor does. Oracle:
+    the numpy engine's ranges, within float32 rounding of the sums (1e-5 of each span)."""
+    path, m = float_pb
+    from qconvert.api import convert_graph
+
+    runs = {e: convert_graph(path, input_ranges={"input": (-1.0, 1.0)}, calibration_data=_samples(m),
+                             calibration_engine=e) for e in ("numpy", "litert")}
+    lo, hi = runs["numpy"].stats.lo, runs["numpy"].stats.hi
+    assert set(runs["litert"].stats.lo) == set(lo) and "input" not in lo and len(lo) == 5
+    for n in lo:
+        tol = 1e-5 * (hi[n] - lo[n])
+        assert abs(runs["litert"].stats.lo[n] - lo[n]) <= tol and abs(runs["litert"].stats.hi[n] - hi[n]) <= tol, n
+
+
+def test_litert_engine_that_cannot_load_or_run_is_one_line(float_pb, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    path, m = float_pb
+    from qconvert.api import convert_graph
+    from qconvert.converter import litert_engine
+
+    real = litert_engine.interpreter
+
+    def refuse(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise ValueError("Didn't find op for builtin opcode 'CONV_2D' version '9'")
+
+    def fails(*args, **kwargs):  # type: ignore[no-untyped-def]
+        it = real(*args, **kwargs)
+
+        def invoke() -> None:
+            raise RuntimeError("tensorflow/lite/kernels/conv.cc:351 bad input\nNode number 3 (CONV_2D) failed")
+
+        it.invoke = invoke
+        return it
+
+    for fake, message in ((refuse, "LiteRT cannot load the float graph .*CONV_2D"),
+                          (fails, "LiteRT failed to run the float graph .*conv.cc:351 bad input\\)")):
+        monkeypatch.setattr(litert_engine, "interpreter", fake)
+        with pytest.raises(ConversionError, match=message + ".*; use --calibration-engine numpy$"):
+            convert_graph(path, calibration_data=_samples(m), calibration_engine="litert")
+
+
 def test_cli_float_graph_without_data_names_the_fix(float_pb, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     path, _ = float_pb
     proc = _run_cli(str(path), "-o", str(tmp_path / "m.tflite"))
@@ -262,7 +324,8 @@ def test_batch_manifest_calibrates_a_float_graph(float_pb, tmp_path: Path) -> No
     folder.mkdir()
     (folder / "float.pb").write_bytes(path.read_bytes())
     np.savez(folder / "calib.npz", **_samples(m))
-    (folder / "zoo.toml").write_text('[defaults]\ncalibration_method = "percentile"\npercentile = 99.9\n\n'
+    (folder / "zoo.toml").write_text('[defaults]\ncalibration_method = "percentile"\npercentile = 99.9\n'
+                                     'calibration_engine = "litert"\n\n'
                                      '[[model]]\npath = "float.pb"\ncalibration_data = "calib.npz"\n'
                                      'calibration_samples = 16\n')
     proc = _run_cli("batch", "--manifest", str(folder / "zoo.toml"), "--jobs", "1", "--report", "-")
@@ -270,10 +333,12 @@ def test_batch_manifest_calibrates_a_float_graph(float_pb, tmp_path: Path) -> No
     report = json.loads(proc.stdout)
     (rec,) = report["models"]
     assert rec["status"] == "ok" and rec["float_ops"] == 0
-    assert any("calibrated 6 tensor range(s) on 16 sample(s)" in n and "percentile" in n for n in rec["notes"])
-    (folder / "zoo.toml").write_text('[[model]]\npath = "float.pb"\ncalibration_method = "kl"\n')
-    proc = _run_cli("batch", "--manifest", str(folder / "zoo.toml"))
-    assert proc.returncode == 2 and "calibration_method 'kl'" in proc.stderr
+    assert any("calibrated 6 tensor range(s) on 16 sample(s)" in n and "percentile, litert engine" in n
+               for n in rec["notes"])
+    for bad in ('calibration_method = "kl"', 'calibration_engine = "onnx"'):
+        (folder / "zoo.toml").write_text(f'[[model]]\npath = "float.pb"\n{bad}\n')
+        proc = _run_cli("batch", "--manifest", str(folder / "zoo.toml"))
+        assert proc.returncode == 2 and bad.split(" = ")[0] + " '" in proc.stderr, proc.stderr
 
 
 def test_images_as_calibration_data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -242,6 +242,25 @@ def test_worker_threads_do_not_change_the_statistics(float_model) -> None:  # ty
     assert all(np.array_equal(runs[0].stats.hist[n], runs[1].stats.hist[n]) for n in runs[0].stats.names)
 
 
+def test_litert_engine_shards_and_threads_give_one_run(float_model) -> None:  # type: ignore[no-untyped-def]
+    """``--calibration-engine litert``: each worker thread has its own interpreter (one kernel
+    thread); 4 shards merged and 1 or 3 workers give the statistics and bytes of one run."""
+    from qconvert.api import calibrate_graph, convert_graph
+
+    folder, m = float_model
+    kw = dict(inputs=m.inputs, outputs=m.outputs, calibration_method="entropy", calibration_engine="litert")
+    runs = [convert_graph(folder / "m.pb", calibration_data=folder / "all.npz", calibration_workers=w, **kw)
+            for w in (1, 3)]
+    assert runs[0].model == runs[1].model
+    assert runs[0].stats.lo == runs[1].stats.lo and runs[0].stats.hi == runs[1].stats.hi
+    assert all(np.array_equal(runs[0].stats.hist[n], runs[1].stats.hist[n]) for n in runs[0].stats.names)
+    shards = [calibrate_graph(folder / "m.pb", folder / f"shard{k}.npz", **kw) for k in range(4)]
+    for k, s in enumerate(shards):
+        s.save(folder / f"litert{k}.npz")
+    merged = convert_graph(folder / "m.pb", stats=[folder / f"litert{k}.npz" for k in range(4)], **kw)
+    assert merged.model == runs[0].model and merged.stats.samples == 40
+
+
 def test_cli_calibrate_then_convert_with_several_stats(float_model, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     folder, m = float_model
     names = ["--inputs", ",".join(m.inputs), "--outputs", ",".join(m.outputs)]
