@@ -630,6 +630,22 @@ def test_oracle_fake_quant_per_channel(tf):
         assert np.array_equal(_bits(got), _bits(ref.numpy())), (case, bits, narrow)
 
 
+def test_oracle_fake_quant_on_arrays_of_several_blocks(tf):
+    """The kernel works on blocks of 32 K elements (rows of whole channels): sizes that are not
+    a multiple of a block, a channel count that does not divide one, a channel with min = max = 0."""
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal(100_003) * 2).astype(np.float32)
+    for variant, ref in (("vars", tf.quantization.fake_quant_with_min_max_vars(x, -1.5, 2.25)),
+                         ("args", tf.quantization.fake_quant_with_min_max_args(x, min=-1.5, max=2.25))):
+        assert np.array_equal(_bits(qm.fake_quant_float32(x, -1.5, 2.25, variant=variant)), _bits(ref.numpy()))
+    w = (rng.standard_normal((3, 3, 70, 129)) * 0.3).astype(np.float32)
+    hi = np.abs(rng.standard_normal(129)).astype(np.float32) * 0.5
+    hi[7] = 0.0
+    got = qm.fake_quant_float32(w, -hi, hi, 8, True, per_channel=True)
+    ref = tf.quantization.fake_quant_with_min_max_vars_per_channel(w, -hi, hi, narrow_range=True)
+    assert np.array_equal(_bits(got), _bits(ref.numpy())) and not got[..., 7].any()
+
+
 def _convert(tf, graph_def, inputs: list[str], outputs: list[str], stats: dict[str, tuple[float, float]], tmp_path):
     path = os.path.join(str(tmp_path), "graph.pb")
     with open(path, "wb") as f:
