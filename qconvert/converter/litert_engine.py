@@ -73,6 +73,9 @@ def prepare(graph: Graph, names: Sequence[str]) -> Callable[[], Runner]:
     def load():  # type: ignore[no-untyped-def]
         try:
             return interpreter(data, preserve_all_tensors=False, resolver="default", num_threads=1)
+        except ImportError:
+            raise ConversionError("--calibration-engine litert needs LiteRT (pip install ai-edge-litert); "
+                                  f"or {_FIX}") from None
         except ValueError as exc:
             raise ConversionError(f"--calibration-engine litert: LiteRT cannot load the float graph ({exc}); "
                                   f"{_FIX}") from None
