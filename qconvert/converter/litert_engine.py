@@ -23,7 +23,10 @@ layer, is passed to it as :attr:`Calibration.engine`.
 
 from __future__ import annotations
 
-from typing import Callable, Mapping, Sequence
+import contextlib
+import os
+import sys
+from typing import Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -60,6 +63,25 @@ def float_model(graph: Graph, observed: Sequence[str]) -> bytes:
             node.attrs = attrs
 
 
+@contextlib.contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """File descriptor 2 to /dev/null for a moment: LiteRT's C++ logging has no switch in
+    Python. Its errors still reach us, in the exception's text."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):  # no descriptor 2 (an embedding host): nothing to hide
+        yield
+        return
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
 def prepare(graph: Graph, names: Sequence[str]) -> Callable[[], Runner]:
     """A factory of runners, one per worker thread, each running samples on ``graph`` and
     recording ``names``. The model is written and loaded once here, so that a graph LiteRT
@@ -80,7 +102,8 @@ def prepare(graph: Graph, names: Sequence[str]) -> Callable[[], Runner]:
             raise ConversionError(f"--calibration-engine litert: LiteRT cannot load the float graph ({exc}); "
                                   f"{_FIX}") from None
 
-    spare = [load()]  # the check; the first worker takes this interpreter
+    with _quiet_stderr():  # LiteRT's "INFO: Created TensorFlow Lite XNNPACK delegate" (once a process)
+        spare = [load()]  # the check; the first worker takes this interpreter
 
     def make() -> Runner:
         try:
