@@ -355,9 +355,9 @@ def calibrate(graph: Graph, ctx: Context) -> bool:
                          Origin.RANGES_FILE)
     if calib.recorded is not None:
         where = f"{len(calib.stats_files)} statistics file(s), " if calib.stats_files else ""
-        engine = "" if calib.engine is None else f", {calib.engine_name} engine"
+        engine = f", {calib.engine_name} engine" if calib.engine is not None and not calib.stats_files else ""
         ctx.note(f"calibrated {len(kept)} tensor range(s) on {where}{calib.recorded.samples} sample(s) "
-                 f"in {seconds:.2f} s ({calib.method}{'' if calib.stats_files else engine})")
+                 f"in {seconds:.2f} s ({calib.method}{engine})")
     return bool(names) or bool(by_hand)
 
 

@@ -14,6 +14,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from qconvert.quant.blocks import row_blocks
 from qconvert.quant.rounding import round_half_away, round_half_away_array
 
 INT32_MIN = -(2**31)
@@ -272,15 +273,11 @@ def quantize_array(x: np.ndarray, params: QuantParams) -> np.ndarray:
         scale = np.asarray(params.scale, dtype=np.float64).reshape(shape)
         zp = np.asarray(params.zero_point, dtype=np.float64).reshape(shape)
     out = np.empty(x.shape, np.dtype(_VALUE_DTYPES.get(params.dtype, params.dtype)))
-    step = max(1, _BLOCK // max(1, x[:1].size))
     per_row = params.axis is not None and params.axis % x.ndim == 0
-    for start in range(0, x.shape[0], step):
-        rows = slice(start, start + step)
+    for rows in row_blocks(x.shape[0], x[:1].size):
         out[rows] = _quantize_block(x[rows], scale[rows] if per_row else scale, zp[rows] if per_row else zp, params)
     return out.reshape(shape_in)
 
-
-_BLOCK = 32768  # elements per block of quantize_array: 256 KB of float64
 
 
 def _quantize_block(x: np.ndarray, scale: Any, zp: Any, params: QuantParams) -> np.ndarray:
