@@ -52,6 +52,7 @@ class OpRow:
     activation: str | None = None  # this op is that activation: its fused_activation_function value
     bias_sign: int = 0  # ADD (+1) / SUB (-1) of a per-channel constant folds into a preceding bias
     scales_weights: bool = False  # MUL by a per-channel constant folds into preceding weights
+    absorbs_input_scale: bool = False  # a MUL by a scalar before it folds into its weights (input side)
     symmetric_weights: bool = False  # the int8 kernel takes weight zero point 0 only (conv.cc)
     int4_version: int | None = None  # the version with INT4 weights (None: the kernel takes none)
     int4_in_reference: bool = False  # LiteRT's reference kernels register that version (2.3: not DEPTHWISE v7)
@@ -92,10 +93,11 @@ def _row(name: str, rule: Rule, int8_version: int, **kw: Any) -> tuple[str, OpRo
 TABLE: dict[str, OpRow] = dict([
     _row("CONV_2D", Rule.WEIGHTED, 3, weight_axis=0, int4_version=7, int4_in_reference=True, fuses_activation=True,
          float_inputs=(0,), takes_same_padding=True, int16_options=(("quantized_bias_type", "INT64"),),
-         symmetric_weights=True, kernel=k.conv_2d, requant=r.convolution, version=r.conv_2d_version),
+         symmetric_weights=True, absorbs_input_scale=True, kernel=k.conv_2d, requant=r.convolution,
+         version=r.conv_2d_version),
     _row("DEPTHWISE_CONV_2D", Rule.WEIGHTED, 3, weight_axis=3, int4_version=7, fuses_activation=True, float_inputs=(0,),
          takes_same_padding=True,
-         symmetric_weights=True, kernel=k.depthwise_conv_2d, requant=r.convolution),
+         symmetric_weights=True, absorbs_input_scale=True, kernel=k.depthwise_conv_2d, requant=r.convolution),
     # (output shape, weights [O, H, W, I], input, bias); no bias until a BiasAdd fuses into it
     _row("TRANSPOSE_CONV", Rule.WEIGHTED, 2, weight_axis=0, fuses_activation=True, float_inputs=(2,),
          operand_slots=(2, 1, 3), fuses_activation_only_with_bias=True, symmetric_weights=True,
@@ -103,7 +105,8 @@ TABLE: dict[str, OpRow] = dict([
          version=r.transpose_conv_version),
     _row("FULLY_CONNECTED", Rule.WEIGHTED, 4, int4_version=10, int4_in_reference=True, blockwise_weights=True,
          int16_options=(("quantized_bias_type", "INT64"),), fuses_activation=True, float_inputs=(0,),
-         kernel=k.fully_connected, folds=True, requant=r.fully_connected, version=r.fully_connected_version),
+         absorbs_input_scale=True, kernel=k.fully_connected, folds=True, requant=r.fully_connected,
+         version=r.fully_connected_version),
     _row("ADD", Rule.FREE, 2, int16_options=(("pot_scale_int16", False),), requant16=r.add_sub16,
          fuses_activation=True, bias_sign=1,
          neutral=(0.0, (0, 1)), in_place=True,

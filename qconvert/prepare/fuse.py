@@ -552,40 +552,86 @@ def keep_reduced_dims(graph: Graph, ctx: Context) -> bool:
 
 
 def fold_mul_into_following_weights(graph: Graph, ctx: Context) -> bool:
-    """``MUL(x, c) ──▶ CONV_2D | DEPTHWISE_CONV_2D | FULLY_CONNECTED | TRANSPOSE_CONV(·, w)`` ⇒ the
-    op on ``x`` with ``w·c`` along its input channels, for a scalar ``c`` or one value per input
-    channel, when the op alone reads the product and its weights have no FakeQuant (TensorFlow's
-    FuseBinaryOpToFollowingAffineOp; a zero padding in between commutes with it, and the SAME
-    padding it became does too). Keras' Rescaling before a network's first convolution
-    (EfficientNet: measured on TF 2.21, no MUL before the stem CONV_2D, whose float32 weights are
-    w × 1/255 before the BatchNorm's factor)."""
-    dead = []
-    for mul in graph:
-        r = row(mul.op)
-        if r is None or r.arith != "mul" or mul.attrs.get("fused_activation_function", "NONE") != "NONE":
+    """A scalar MUL, ADD or SUB before a CONV_2D, DEPTHWISE_CONV_2D or FULLY_CONNECTED whose
+    weights are a plain constant goes into it, as TensorFlow's FuseBinaryOpToFollowingAffineOp
+    does (after ScalarizeSplatConstant*: a constant whose values are all equal counts as one):
+
+        MUL(x, c) ──▶ op(·, w, b)      ⇒   op(x, w·c, b)
+        ADD(x, c) ──▶ op(·, w, b)      ⇒   op(x, w, b + Σ w·c)       (VALID padding only; SUB: −c)
+
+    The sum runs over each output channel's weights in their TFLite order, one float32 product and
+    one float32 add at a time. Each reader folds on its own: the binary op stays for any other
+    reader. Only one element: a per-channel MUL stays (Keras' Normalization before EfficientNetV2's
+    stem); TRANSPOSE_CONV has no such pattern. Repeated per op until its input is no such binary
+    op, so both halves of Keras' Rescaling(scale, offset) go into a VALID convolution (measured on
+    TF 2.21; EfficientNet's Rescaling(1/255) before its SAME stem leaves the weights w × 1/255
+    after the BatchNorm's factor, and no MUL)."""
+    changed = False
+    for op in list(graph):
+        ro = row(op.op)
+        if ro is None or not ro.absorbs_input_scale:
             continue
-        slots = [i for i in (0, 1) if graph.is_const(mul.inputs[i])]
-        op = _sole_reader(graph, mul)
-        ro = row(op.op) if op is not None else None
-        if len(slots) != 1 or ro is None or ro.rule is not Rule.WEIGHTED:
-            continue
-        xs, ws, _ = ro.operand_slots
-        x, c = mul.inputs[1 - slots[0]], np.asarray(graph.const(mul.inputs[slots[0]]))
-        w = graph.const(op.inputs[ws])
-        shape = graph.tensors[x].shape
-        if op.inputs[xs] != mul.outputs[0] or w is None or c.dtype != np.float32 or shape is None \
-                or tuple(graph.tensors[mul.outputs[0]].shape or ()) != tuple(shape):
-            continue
-        channels = shape[-1]
-        if c.size == 1:
-            factor = np.full(w.shape[-1], c.reshape(-1)[0], np.float32)
-        elif c.size == channels and c.shape[-1] == channels and w.shape[-1] % channels == 0:
-            factor = np.repeat(c.reshape(-1), w.shape[-1] // channels)  # DEPTHWISE_CONV_2D: c·M + m
-        else:
-            continue
-        op.inputs[ws] = graph.add_const(f"{op.inputs[ws]}/scaled", w.astype(np.float32, copy=False) * factor)
-        op.inputs[xs] = x
-        dead.append(mul)
-    graph.remove_nodes(dead)
-    graph.prune()
-    return bool(dead)
+        xs, ws, bs = ro.operand_slots
+        while True:
+            binary = graph.producer(op.inputs[xs])
+            rb = row(binary.op) if binary is not None else None
+            w = graph.const(op.inputs[ws])
+            if rb is None or w is None or w.dtype != np.float32 \
+                    or binary.attrs.get("fused_activation_function", "NONE") != "NONE":
+                break
+            c = _scalar_operand(graph, binary, commutes=rb.arith in ("mul", "add"))
+            if c is None:
+                break
+            x = binary.inputs[1 - binary.inputs.index(_const_input(graph, binary))]
+            if rb.arith == "mul":
+                op.inputs[ws] = graph.add_const(f"{op.inputs[ws]}/scaled", w * c)
+            elif rb.bias_sign and op.attrs.get("padding", "VALID") == "VALID":
+                bias, channels = _bias(graph, op)
+                if bias is None:
+                    break
+                added = _bias_through_weights(w, np.float32(c if rb.bias_sign > 0 else -c), channels,
+                                              ro.weight_axis, np.broadcast_to(bias, (channels,)))
+                name = graph.add_const(f"{op.name}/bias", added)
+                if bs < len(op.inputs):
+                    op.inputs[bs] = name
+                else:
+                    op.inputs.append(name)
+            else:
+                break
+            op.inputs[xs] = x
+            changed = True
+    graph.prune()  # a binary op no other op reads
+    return changed
+
+
+def _const_input(graph: Graph, node: Node) -> str:
+    return next(i for i in node.inputs if graph.is_const(i))
+
+
+def _scalar_operand(graph: Graph, node: Node, commutes: bool) -> np.float32 | None:
+    """The constant of a two-operand element-wise op if it holds one value (or all its values
+    are equal), the other operand is not constant and has the output's shape; the constant on
+    the left only when the op commutes."""
+    if len(node.inputs) != 2 or graph.is_const(node.inputs[0]) == graph.is_const(node.inputs[1]):
+        return None
+    slot = 0 if graph.is_const(node.inputs[0]) else 1
+    if slot == 0 and not commutes:
+        return None
+    c = np.asarray(graph.const(node.inputs[slot]))
+    x_shape = graph.tensors[node.inputs[1 - slot]].shape
+    if c.dtype != np.float32 or c.size == 0 or np.any(c != c.reshape(-1)[0]) or x_shape is None \
+            or tuple(x_shape) != tuple(graph.tensors[node.outputs[0]].shape or ()):
+        return None
+    return np.float32(c.reshape(-1)[0])
+
+
+def _bias_through_weights(w: np.ndarray, c: np.float32, channels: int, axis: int | None,
+                          bias: np.ndarray) -> np.ndarray:
+    """``b[o] + Σ w·c`` over output channel ``o``'s weights, in the order TensorFlow's pattern
+    walks the flattened filter (channel axis first for CONV_2D/FULLY_CONNECTED, last for
+    DEPTHWISE_CONV_2D), rounding to float32 after each product and each add."""
+    per_channel = (w.reshape(channels, -1) if axis in (None, 0) else w.reshape(-1, channels).T).astype(np.float32)
+    total = bias.astype(np.float32).copy()
+    for k in range(per_channel.shape[1]):
+        total = (total + (per_channel[:, k] * c).astype(np.float32)).astype(np.float32)
+    return total

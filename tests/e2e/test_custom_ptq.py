@@ -43,7 +43,31 @@ def _lstm(L):  # type: ignore[no-untyped-def]
     return keras.Model(inp, L.Dense(4)(L.LSTM(8, unroll=True)(x))), [1, 6, 8]
 
 
-MODELS = {"audio_conv1d_prelu": _audio, "gru_unrolled": _gru, "lstm_unrolled": _lstm}
+def _rescaled(L):  # type: ignore[no-untyped-def]
+    # Rescaling(1/127.5, -1): a scalar MUL, then an ADD, before VALID convolutions; a scalar MUL
+    # read by two convolutions and a pool; one before a Dense
+    inp = keras.Input((16, 16, 3))
+    x = L.Rescaling(1 / 127.5, offset=-1)(inp)
+    x = L.Conv2D(8, 3, padding="valid", activation="relu")(x)
+    x = L.DepthwiseConv2D(3, padding="valid", activation="relu")(L.Rescaling(0.5)(x))
+    s = L.Rescaling(2.0)(x)
+    x = L.Concatenate()([L.Conv2D(4, 1)(s), L.Conv2D(4, 3, padding="same")(s), L.MaxPooling2D(1)(s)])
+    x = L.Rescaling(0.25)(L.GlobalAveragePooling2D()(x))
+    return keras.Model(inp, L.Dense(10)(x)), [1, 16, 16, 3]
+
+
+def _normalized(L):  # type: ignore[no-untyped-def]
+    # Keras' Normalization (per-channel mean and variance) after Rescaling(1/255) before a SAME
+    # convolution, as EfficientNetV2's include_preprocessing writes it: the per-channel MUL stays
+    inp = keras.Input((16, 16, 3))
+    x = L.Rescaling(1 / 255)(inp)
+    x = L.Normalization(mean=[0.485, 0.456, 0.406], variance=[0.229 ** 2, 0.224 ** 2, 0.225 ** 2])(x)
+    x = L.Conv2D(8, 3, strides=2, padding="same", activation="relu")(x)
+    return keras.Model(inp, L.Dense(10)(L.GlobalAveragePooling2D()(x))), [1, 16, 16, 3]
+
+
+MODELS = {"audio_conv1d_prelu": _audio, "gru_unrolled": _gru, "lstm_unrolled": _lstm, "rescaled_valid_convs": _rescaled,
+          "normalized_input": _normalized}
 
 
 def _build(name: str) -> tuple[bytes, list[int], np.ndarray]:
