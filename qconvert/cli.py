@@ -642,7 +642,26 @@ def _guard(work, debug: bool) -> None:
         sys.exit(1)
 
 
+def _reuse_freed_memory() -> None:
+    """glibc hands each freed block over 128 KB back to the kernel (its mmap threshold, raised
+    only as larger blocks are freed), and the next block of that size faults its pages in
+    again. Conversion allocates thousands of such blocks (the cache-sized temporaries of the
+    weight kernels, 256 KB each): with the threshold at 32 MB, glibc's largest, they are
+    reused instead (Xception's tfmot graph, 20 M weights: system time 0.23 -> 0.13 s, wall
+    0.72 -> 0.64 s, median of 5; peak RSS unchanged). The command line only: a library
+    caller's process keeps its own allocator settings."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).mallopt(-3, 32 << 20)  # M_MMAP_THRESHOLD (malloc.h); elsewhere than glibc, a no-op or absent
+    except (OSError, AttributeError):
+        pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    _reuse_freed_memory()
     try:
         cli.main(args=list(argv) if argv is not None else None, prog_name="qconvert", standalone_mode=False)
     except click.exceptions.Abort:
