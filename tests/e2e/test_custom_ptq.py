@@ -121,6 +121,18 @@ def test_matches_tensorflows_ptq(name: str, built, monkeypatch: pytest.MonkeyPat
     assert report.tensors > 10 and not report.unpaired, report
     assert report.max_rel_scale == 0 and not report.zero_point_diffs and not report.weight_diffs, report
     assert report.max_lsb == 0, report
+    # int32 biases too (compare_ptq leaves them to the scales): a bias folded from an ADD before a
+    # VALID convolution is a float32 sum whose last bit shows here
+    assert _int32_constants(ours) == _int32_constants(theirs)
+
+
+def _int32_constants(tflite: bytes) -> list[tuple[str, bytes]]:
+    """The int32 biases of the convolutions and FULLY_CONNECTEDs, in op order."""
+    import oracle
+
+    weighted = {"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "TRANSPOSE_CONV"}
+    return [(op, t[4]) for op, ins, _ in oracle._ops_with_tensors(tflite) if op in weighted for t in ins
+            if t and t[1] == 2 and t[4] is not None]
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))
