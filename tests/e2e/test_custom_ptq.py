@@ -127,12 +127,15 @@ def test_matches_tensorflows_ptq(name: str, built, monkeypatch: pytest.MonkeyPat
 
 
 def _int32_constants(tflite: bytes) -> list[tuple[str, bytes]]:
-    """The int32 biases of the convolutions and FULLY_CONNECTEDs, in op order."""
+    """The int32 biases of the convolutions and FULLY_CONNECTEDs, in op order, all-zero ones left
+    out: an unrolled LSTM's recurrent MatMuls have none, TensorFlow writes no bias and qconvert
+    a zero one (the same sums; seen when TensorFlow converts the LSTM fully int8, which it does
+    after other conversions in the same process and not alone)."""
     import oracle
 
     weighted = {"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "TRANSPOSE_CONV"}
     return [(op, t[4]) for op, ins, _ in oracle._ops_with_tensors(tflite) if op in weighted for t in ins
-            if t and t[1] == 2 and t[4] is not None]
+            if t and t[1] == 2 and t[4] is not None and any(t[4])]
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))
