@@ -579,15 +579,15 @@ def fold_mul_into_following_weights(graph: Graph, ctx: Context) -> bool:
             if rb is None or w is None or w.dtype != np.float32 \
                     or binary.attrs.get("fused_activation_function", "NONE") != "NONE":
                 break
-            c = _scalar_operand(graph, binary, commutes=rb.arith in ("mul", "add"))
-            if c is None:
+            operand = _scalar_operand(graph, binary, commutes=rb.arith in ("mul", "add"))
+            if operand is None:
                 break
-            x = binary.inputs[1 - binary.inputs.index(_const_input(graph, binary))]
+            x, c = operand
             if rb.arith == "mul":
                 op.inputs[ws] = graph.add_const(f"{op.inputs[ws]}/scaled", w * c)
             elif rb.bias_sign and op.attrs.get("padding", "VALID") == "VALID":
                 bias, channels = _bias(graph, op)
-                if bias is None:
+                if bias is None or bias.size not in (1, channels):
                     break
                 added = _bias_through_weights(w, np.float32(c if rb.bias_sign > 0 else -c), channels,
                                               ro.weight_axis, np.broadcast_to(bias, (channels,)))
@@ -604,25 +604,20 @@ def fold_mul_into_following_weights(graph: Graph, ctx: Context) -> bool:
     return changed
 
 
-def _const_input(graph: Graph, node: Node) -> str:
-    return next(i for i in node.inputs if graph.is_const(i))
-
-
-def _scalar_operand(graph: Graph, node: Node, commutes: bool) -> np.float32 | None:
-    """The constant of a two-operand element-wise op if it holds one value (or all its values
-    are equal), the other operand is not constant and has the output's shape; the constant on
-    the left only when the op commutes."""
+def _scalar_operand(graph: Graph, node: Node, commutes: bool) -> tuple[str, np.float32] | None:
+    """``(x, c)`` for a two-operand element-wise ``node`` of a non-constant ``x`` of the output's
+    shape and a constant holding one value ``c`` (or all its values equal); the constant on the
+    left only when the op commutes. (``Graph.scalar_operand`` looks for one given value.)"""
     if len(node.inputs) != 2 or graph.is_const(node.inputs[0]) == graph.is_const(node.inputs[1]):
         return None
     slot = 0 if graph.is_const(node.inputs[0]) else 1
     if slot == 0 and not commutes:
         return None
-    c = np.asarray(graph.const(node.inputs[slot]))
-    x_shape = graph.tensors[node.inputs[1 - slot]].shape
-    if c.dtype != np.float32 or c.size == 0 or np.any(c != c.reshape(-1)[0]) or x_shape is None \
-            or tuple(x_shape) != tuple(graph.tensors[node.outputs[0]].shape or ()):
+    x, c = node.inputs[1 - slot], np.asarray(graph.const(node.inputs[slot]))
+    if c.dtype != np.float32 or c.size == 0 or np.any(c != c.reshape(-1)[0]) or graph.tensors[x].shape is None \
+            or tuple(graph.tensors[x].shape) != tuple(graph.tensors[node.outputs[0]].shape or ()):
         return None
-    return np.float32(c.reshape(-1)[0])
+    return x, np.float32(c.reshape(-1)[0])
 
 
 def _bias_through_weights(w: np.ndarray, c: np.float32, channels: int, axis: int | None,

@@ -279,7 +279,6 @@ def quantize_array(x: np.ndarray, params: QuantParams) -> np.ndarray:
     return out.reshape(shape_in)
 
 
-
 def _quantize_block(x: np.ndarray, scale: Any, zp: Any, params: QuantParams) -> np.ndarray:
     xd = x.astype(np.float64)
     with np.errstate(all="ignore"):

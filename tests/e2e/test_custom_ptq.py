@@ -45,14 +45,14 @@ def _lstm(L):  # type: ignore[no-untyped-def]
 
 def _rescaled(L):  # type: ignore[no-untyped-def]
     # Rescaling(1/127.5, -1): a scalar MUL, then an ADD, before VALID convolutions; a scalar MUL
-    # read by two convolutions and a pool; one before a Dense
+    # read by two convolutions and a pool; a Rescaling with an offset before a Dense
     inp = keras.Input((16, 16, 3))
     x = L.Rescaling(1 / 127.5, offset=-1)(inp)
     x = L.Conv2D(8, 3, padding="valid", activation="relu")(x)
     x = L.DepthwiseConv2D(3, padding="valid", activation="relu")(L.Rescaling(0.5)(x))
     s = L.Rescaling(2.0)(x)
     x = L.Concatenate()([L.Conv2D(4, 1)(s), L.Conv2D(4, 3, padding="same")(s), L.MaxPooling2D(1)(s)])
-    x = L.Rescaling(0.25)(L.GlobalAveragePooling2D()(x))
+    x = L.Rescaling(0.25, offset=0.5)(L.GlobalAveragePooling2D()(x))  # into the Dense's weights and bias
     return keras.Model(inp, L.Dense(10)(x)), [1, 16, 16, 3]
 
 
