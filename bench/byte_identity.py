@@ -55,7 +55,7 @@ def cases(include_tfmot: bool = True) -> Iterator[Case]:
     import corpus
     import variants
 
-    from qconvert.api import convert, convert_graph
+    from qconvert.api import convert_bytes, convert_graph
 
     def qat(m: Any, **kw: Any) -> Callable[[], bytes]:
         return lambda: convert_graph(m.graph_def, dict(m.input_ranges), {k: list(v) for k, v in m.shapes.items()},
@@ -90,9 +90,9 @@ def cases(include_tfmot: bool = True) -> Iterator[Case]:
                        m.graph_def, inputs=m.inputs, outputs=m.outputs, calibration_data=s,
                        calibration_method=meth).model))
     digits = (ROOT / "models" / "digits_qat.pb").read_bytes()
-    yield "models/digits_qat", digits, lambda: convert(digits)
+    yield "models/digits_qat", digits, lambda: convert_bytes(digits)
     example = (ROOT / "models" / "example_qat.pb").read_bytes()
-    yield "models/example_qat", example, lambda: convert(example, {"input": (-1.0, 1.0)})
+    yield "models/example_qat", example, lambda: convert_bytes(example, {"input": (-1.0, 1.0)})
     if include_tfmot:
         import tfmot_corpus
 
@@ -104,7 +104,7 @@ def measure(include_tfmot: bool = True) -> dict[str, dict[str, str]]:
     out: dict[str, dict[str, str]] = {}
     for name, data, convert in cases(include_tfmot):
         try:
-            result = {"output": hashlib.sha256(convert()).hexdigest()}
+            result = {"output": hashlib.sha256(convert_bytes()).hexdigest()}
         except Exception as exc:  # noqa: BLE001  a failure is recorded as what it said
             result = {"error": f"{type(exc).__name__}: {exc}"}
         out[name] = {"input": hashlib.sha256(data).hexdigest(), **result}

@@ -275,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
             _report(f".pb ({args.base}, {time.perf_counter() - t0:.1f} s)", stats, args.save_dir, ".pb")
             failed += len(stats.failures)
         if args.kind in ("tflite", "both"):
-            tfl = api.convert(EXAMPLE, {None: (-1.0, 1.0)})
+            tfl = api.convert_bytes(EXAMPLE, {None: (-1.0, 1.0)})
             t0 = time.perf_counter()
             stats = fuzz_tflite(mutations(tfl, args.count, args.seed), work, args.timeout)
             _report(f".tflite mutated ({time.perf_counter() - t0:.1f} s)", stats, args.save_dir, ".tflite")

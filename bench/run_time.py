@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     import tempfile
 
-    from qconvert.api import convert
+    from qconvert.api import convert_bytes
     from qconvert.runtime.interpreter import IntegerModel
 
     work = Path(tempfile.mkdtemp(prefix="qconvert-run-time-"))
@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{'run/ref':>8} {'run/opt':>8}  outputs differing (ref, opt)")
     for name in args.names:
         m = bench_models.model(name)
-        tflite = convert(m.graph_def, m.input_ranges, m.shapes, m.inputs, m.outputs)
+        tflite = convert_bytes(m.graph_def, m.input_ranges, m.shapes, m.inputs, m.outputs)
         path = work / f"{name}.tflite"
         path.write_bytes(tflite)
         model = IntegerModel(tflite)

@@ -30,7 +30,7 @@ def main() -> int:
     ap.add_argument("--layers", type=int, nargs="*", default=[125, 250, 500, 1000, 2000])
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
-    from qconvert.api import convert
+    from qconvert.api import convert_bytes
 
     models = [bench_models.chain(n) for n in args.layers]
     print(f"medians of {args.repeats} runs")
@@ -38,12 +38,12 @@ def main() -> int:
     first = None
     with tempfile.TemporaryDirectory() as tmp:
         for n, m in zip(args.layers, models):
-            convert(m.graph_def, m.input_ranges)  # warm-up
+            convert_bytes(m.graph_def, m.input_ranges)  # warm-up
             times = []
             for _ in range(args.repeats):
                 gc.collect()
                 t0 = time.perf_counter()
-                convert(m.graph_def, m.input_ranges)
+                convert_bytes(m.graph_def, m.input_ranges)
                 times.append(time.perf_counter() - t0)
             seconds = statistics.median(times)
             per_layer = 1000 * seconds / n

@@ -1,6 +1,142 @@
-"""The library API, at the name users import (it lives in ``qconvert.converter.api``)."""
+"""The library API: one call does what ``qconvert convert`` does.
 
-from qconvert.calibration.stats import Stats  # noqa: F401
-from qconvert.converter.api import Result, calibrate_graph, convert, convert_graph, default_output  # noqa: F401
+    import qconvert
+    result = qconvert.convert("model.pb", "model.tflite", inputs_range={"input": (-1, 1)}, target=["tflm"])
+    result.record["op_histogram"], result.notes
 
-__all__ = ["Result", "Stats", "calibrate_graph", "convert", "convert_graph", "default_output"]
+:func:`convert` loads any supported input (frozen ``.pb``, SavedModel, Keras file, or GraphDef
+bytes), converts it as the :class:`~qconvert.options.ConvertOptions` say (or their keys as
+keywords, as in a batch manifest), takes the targets' conversion choices, writes the file
+atomically, checks it on the targets and returns a :class:`Result` with the report record.
+``qconvert convert`` and ``qconvert batch`` are thin callers of it.
+
+May import: ``qconvert.converter`` (the conversion), ``qconvert.options``, ``qconvert.schema``
+(the record reads the file back), and the file-level tools below it: ``tools.targets`` and
+``tools.check`` (the targets), imported only when targets are given.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import time
+from typing import Any, Sequence, TextIO
+
+from qconvert.calibration.stats import Stats
+from qconvert.converter.conversion import Result, calibrate_graph, convert_graph, default_output, run_conversion
+from qconvert.errors import ConversionError, UsageError
+from qconvert.io import write_atomic
+from qconvert.options import ConvertOptions
+
+__all__ = ["ConvertOptions", "Result", "Stats", "TargetError", "build_record", "calibrate_graph", "convert",
+           "convert_bytes", "convert_graph", "default_output"]
+
+
+class TargetError(ConversionError):
+    """The file was written, but a target cannot run it; ``result`` has the file, the notes
+    and the record (its status "failed")."""
+
+    def __init__(self, message: str, result: Result) -> None:
+        super().__init__(message)
+        self.result = result
+
+
+def convert(model: bytes | str | os.PathLike, output: str | os.PathLike | None = None,
+            options: ConvertOptions | None = None, *, progress: Any = None, dump_to: TextIO | None = None,
+            debug: bool = False, **keys: Any) -> Result:
+    """Convert ``model`` and write ``output`` (None: keep the bytes in ``Result.model`` only).
+
+    ``options`` (default: all defaults) changed by ``keys``, the options' flat keys
+    (``inputs_range``, ``calibration_data``, ``activations``, ``target``, ...: docs/cli.md).
+    With targets, the conversion follows their constraints (4-bit weights stored as int8 for
+    Vela, ...), and the written file is checked on each (``qconvert check``): a target that
+    cannot run it raises :class:`TargetError` after writing, its ``result`` attached.
+    ``progress(done, total)`` hears about calibration samples; ``dump_to`` takes the IR that
+    ``dump_after`` asks for; ``debug`` checks the IR after every pass.
+
+    Raises :class:`~qconvert.errors.UsageError` for bad options and
+    :class:`~qconvert.errors.ConversionError` for a model that cannot be converted."""
+    opts = (options or ConvertOptions()).replace(**keys) if keys else (options or ConvertOptions())
+    t0 = time.perf_counter()
+    target_notes: list[str] = []
+    if opts.targets:
+        from qconvert.tools.targets import conversion_choices
+
+        storage, target_notes = conversion_choices(list(opts.targets), opts.precision.int4_storage,
+                                                   opts.precision.block_size)
+        opts = opts.replace(int4_storage=storage)
+    result = run_conversion(model, opts, progress=progress, dump_to=dump_to, debug=debug)
+    if target_notes:
+        from qconvert.tools.targets import has_4bit_weights
+
+        if has_4bit_weights(result.graph):
+            result.notes += target_notes
+    if output is not None:
+        result.output = os.fspath(output)
+        write_atomic(result.output, result.model)
+    label = os.fspath(model) if not isinstance(model, (bytes, bytearray)) else "<bytes>"
+    result.record = build_record(label, result.output or "", result.model, result.notes,
+                                 seconds=time.perf_counter() - t0)
+    if opts.targets and result.output is not None:
+        from qconvert.tools.check import check_model
+        from qconvert.tools.targets import cannot_run
+
+        result.target_check = result.record["target_check"] = check_model(result.output, list(opts.targets))
+        failure = cannot_run(result.target_check)
+        if failure is not None:
+            message = f"wrote {result.output}, but {failure}"
+            result.record["status"], result.record["error"] = "failed", message
+            raise TargetError(message, result)
+    return result
+
+
+def convert_bytes(model: bytes | str | os.PathLike, input_ranges: Any = None, input_shapes: Any = None,
+                  inputs: Any = None, outputs: Any = None, **keys: Any) -> bytes:
+    """The .tflite bytes of ``model``, in memory (no targets, no file): the short form for
+    scripts and tests, ``convert_graph(...).model``."""
+    return convert_graph(model, input_ranges, input_shapes, inputs, outputs, **keys).model
+
+
+# ---------------------------------------------------------------- the report record
+
+_NODE_RE = re.compile(r"node '([^']+)'")
+
+
+def _io_records(info: Any, indices: Sequence[int]) -> list[dict]:
+    out = []
+    for i in indices:
+        t = info.tensors[i]
+        out.append({"name": t.name, "dtype": t.dtype, "shape": list(t.shape),
+                    "scale": float(t.scale[0]) if t.scale else None,
+                    "zero_point": int(t.zero_point[0]) if t.zero_point else None})
+    return out
+
+
+def build_record(model: str, output: str, data: bytes | None = None, notes: Sequence[str] = (),
+                 error: BaseException | str | None = None, seconds: float = 0.0) -> dict:
+    """One report record (docs/formats.md): the same for ``convert --report``, ``batch`` and
+    :func:`convert`; with ``error``, the record of a failed conversion."""
+    rec: dict[str, Any] = {"model": str(model), "output": str(output), "status": "ok" if error is None else "failed",
+                           "error": None, "node": None, "inputs": [], "outputs": [], "op_histogram": {},
+                           "float_ops": 0, "bytes": None, "sha256": None, "seconds": round(seconds, 3),
+                           "notes": list(notes)}
+    if error is not None:
+        msg = str(error) if isinstance(error, (str, ConversionError, UsageError)) else f"{type(error).__name__}: {error}"
+        rec["error"] = msg
+        m = _NODE_RE.search(msg)
+        rec["node"] = m.group(1) if m else None
+        return rec
+    from qconvert.schema.reader import read_model
+
+    info = read_model(data)
+    hist: dict[str, int] = {}
+    float_ops = 0
+    for op in info.operators:
+        hist[op.builtin] = hist.get(op.builtin, 0) + 1
+        if any(0 <= i < len(info.tensors) and info.tensors[i].dtype == "float32" for i in [*op.inputs, *op.outputs]):
+            float_ops += 1
+    rec.update(inputs=_io_records(info, info.inputs), outputs=_io_records(info, info.outputs),
+               op_histogram=dict(sorted(hist.items())), float_ops=float_ops, bytes=len(data),
+               sha256=hashlib.sha256(data).hexdigest())
+    return rec

@@ -47,40 +47,13 @@ def _several_stats(args: list[str]) -> list[str]:
     return out
 
 
-class _StageName(click.ParamType):
-    """A stage of the pipeline, checked against ``qconvert.converter.pipeline.STAGE_NAMES``
-    when the option is given (the pipeline is imported to convert anyway; --help stays light)."""
-
-    name = "stage"
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
-        from qconvert.converter.pipeline import STAGE_NAMES
-
-        if value not in STAGE_NAMES:
-            self.fail(f"'{value}' is not a stage; stages: {', '.join(STAGE_NAMES)}", param, ctx)
-        return str(value)
-
-
-def _parse_range(text: str) -> tuple[str | None, tuple[float, float]]:
-    from qconvert.args import parse_range
-
-    try:
-        return parse_range(text)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc)) from None
-
-
 def _parse_shape(text: str) -> tuple[str, list[int]]:
-    name, sep, dims = text.partition("=")
-    if not sep or not name:
-        raise click.BadParameter(f"'{text}': expected NAME=D0,D1,..., e.g. input=1,224,224,3")
+    from qconvert.options import SHAPES, Bad
+
     try:
-        shape = [int(d) for d in dims.split(",")]
-    except ValueError:
-        raise click.BadParameter(f"'{text}': dimensions must be integers") from None
-    if any(d <= 0 for d in shape):
-        raise click.BadParameter(f"'{text}': dimensions must be positive")
-    return name, shape
+        return next(iter(SHAPES.from_value([text]).items()))
+    except Bad as exc:
+        raise click.BadParameter(str(exc)) from None
 
 
 def _names(values: Sequence[str]) -> list[str] | None:
@@ -88,60 +61,24 @@ def _names(values: Sequence[str]) -> list[str] | None:
     return out or None
 
 
-def _options(decorators: Sequence[Any]) -> Any:
-    """Apply a list of click options (shared by ``convert`` and ``calibrate``) in order."""
+def _option_flags(command: str) -> Any:
+    """The click options of ``command``, generated from ``qconvert.options`` (declared once there).
+    Values reach the command as text, keyed by option key, and are read by
+    ``ConvertOptions.from_cli``: the same checks and messages as manifests and the API."""
+    from qconvert.options import iter_help, specs_for
+
+    helps = dict((s.key, text) for s, text in iter_help())
+
     def apply(f: Any) -> Any:
-        for d in reversed(decorators):
-            f = d(f)
+        for spec in reversed(specs_for(command)):
+            kind = spec.kind
+            if kind.flag_only:
+                f = click.option(spec.flag, spec.key, is_flag=True, default=False, help=helps[spec.key])(f)
+            else:
+                f = click.option(spec.flag, spec.key, multiple=kind.repeat, metavar=kind.metavar,
+                                 default=None, help=helps[spec.key])(f)
         return f
     return apply
-
-
-_MODEL_OPTIONS = [
-    click.option("--inputs-range", "ranges", multiple=True, metavar="[NAME=]MIN,MAX",
-                 help="Float range of an input; NAME may be left out when there is one input. Repeatable."),
-    click.option("--input-shapes", "shapes", multiple=True, metavar="NAME=D0,D1,...",
-                 help="Shape of an input (default: from the placeholder, unknown batch -> 1). Repeatable."),
-    click.option("--inputs", "inputs", multiple=True, metavar="NAME[,NAME]", help="Input placeholders (default: all)."),
-    click.option("--outputs", "outputs", multiple=True, metavar="NAME[,NAME]",
-                 help="Output nodes (default: graph sinks)."),
-]
-_CALIBRATION_OPTIONS = [
-    click.option("--calibration-data", "calibration_data", type=click.Path(path_type=str), metavar="PATH",
-                 help="Float graphs: .npz (an array per input), .npy (one input), a directory of them or of "
-                      "images, or a quoted glob ('shards/*.npz'); samples on axis 0, read a batch at a time. "
-                      "Ranges of tensors without a FakeQuant come from running the graph on them."),
-    click.option("--calibration-samples", "calibration_samples", type=click.IntRange(min=1), metavar="N",
-                 help="Use N samples (drawn with --seed when there are more)."),
-    click.option("--calibration-batch", "calibration_batch", type=click.IntRange(min=1), default=1, show_default=True,
-                 metavar="B", help="Samples run at once while calibrating."),
-    click.option("--calibration-workers", "calibration_workers", type=click.IntRange(min=1), metavar="N",
-                 help="Threads running the samples (default: the cores, at most 4); the ranges do not depend on it."),
-    click.option("--calibration-engine", "calibration_engine", type=click.Choice(["numpy", "litert"]),
-                 default="numpy", show_default=True,
-                 help="What runs the float model: numpy (qconvert's kernels) or litert (LiteRT's XNNPACK "
-                      "kernels, about 3x faster; ranges equal within float32 rounding, not bit for bit)."),
-    click.option("--calibration-method", "calibration_method",
-                 type=click.Choice(["minmax", "percentile", "entropy", "mse"]), default="minmax", show_default=True,
-                 help="minmax: min and max over all samples (TensorFlow's); percentile: clip at --percentile; "
-                      "entropy: KL divergence (TensorRT); mse: the clipping with least quantization error."),
-    click.option("--percentile", "percentile", type=float, default=99.99, show_default=True,
-                 help="For --calibration-method percentile."),
-    click.option("--seed", "seed", type=int, default=0, show_default=True,
-                 help="Seed for drawing calibration samples."),
-    click.option("--image-size", "image_size", metavar="H,W",
-                 help="Images as calibration data: their size (default: the input's)."),
-    click.option("--mean", "mean", metavar="M[,M,M]", default="0", show_default=True,
-                 help="Images: subtracted from the pixels (0..255), per channel or one value."),
-    click.option("--std", "std", metavar="S[,S,S]", default="1", show_default=True,
-                 help="Images: the pixels minus --mean are divided by this."),
-]
-_ACTIVATIONS_OPTION = [
-    click.option("--activations", "activations", type=click.Choice(["int8", "int16"]), default="int8",
-                 show_default=True,
-                 help="Float graphs with --calibration-data: int16 is TensorFlow's 16x8 mode (int16 activations, "
-                      "int8 weights, int64 biases)."),
-]
 
 
 @click.group(cls=_DefaultToConvert, context_settings={"help_option_names": ["-h", "--help"]})
@@ -164,158 +101,55 @@ def cli() -> None:
 @cli.command()
 @click.argument("model", type=click.Path(dir_okay=True, path_type=str))
 @click.option("-o", "--output", "output", type=click.Path(path_type=str), help="Output .tflite (default: MODEL with .tflite).")
-@_options(_MODEL_OPTIONS)
-@click.option("--dump-after", "dump_after", multiple=True, type=_StageName(), metavar="STAGE",
-              help="Print the IR after this stage: import or a pipeline stage (README: What it does). Repeatable.")
-@click.option("--report", "report", metavar="FILE|-", help="Write a JSON report (format: see README); - for stdout.")
-@click.option("--default-ranges", "default_ranges", metavar="MIN,MAX",
-              help="Range for every tensor with none (dummy quantization, for experiments; each use is reported).")
-@click.option("--allow-float", "allow_float", is_flag=True,
-              help="Leave ops that cannot be quantized in float (DEQUANTIZE/QUANTIZE around them) instead of failing.")
-@_options(_CALIBRATION_OPTIONS)
-@click.option("--stats", "stats", multiple=True, type=click.Path(path_type=str), metavar="FILE...",
-              help="Statistics files from `qconvert calibrate --save-stats` (shards of the data): merged, in place "
-                   "of --calibration-data. Globs and several files after one --stats are taken.")
-@click.option("--save-stats", "save_stats", type=click.Path(path_type=str), metavar="FILE.npz",
-              help="Also write this run's calibration statistics (see `qconvert calibrate`).")
-@click.option("--ranges-file", "ranges_file", type=click.Path(path_type=str), metavar="FILE",
-              help="JSON {tensor: [min, max]}: ranges by hand; they override calibration.")
-@click.option("--int4-storage", "int4_storage", type=click.Choice(["packed", "int8"]), default=None,
-              help="4-bit weights: packed INT4 (TensorFlow's, the default; CONV_2D, DEPTHWISE_CONV_2D, "
-                   "FULLY_CONNECTED) or int8 in [-7, 7] for runtimes without INT4 (Vela; the default for such "
-                   "--target).")
-@click.option("--target", "targets", multiple=True, metavar="NAME",
-              help="Convert for this runtime (litert, litert-ref, tflm, ethos-u55-128, ethos-u55-256, ethos-u65-256, "
-                   "ethos-u85-256; repeatable): choices follow it, and `qconvert check` runs on the file written; "
-                   "exit 1 when a target cannot run it.")
-@_options(_ACTIVATIONS_OPTION)
-@click.option("--weights", "weights", type=click.Choice(["int8", "int4"]), default="int8", show_default=True,
-              help="Weights without FakeQuant (float graphs): int8, or int4 per channel for CONV_2D and "
-                   "FULLY_CONNECTED (INT4 tensors, scale max|w|/7; activations stay int8).")
-@click.option("--block-size", "block_size", type=click.Choice(["32", "64", "128", "256"]), default=None,
-              help="With --weights int4: FULLY_CONNECTED weights in blocks of N inputs with FLOAT16 scales, "
-                   "activations float (dynamic range; LiteRT's XNNPACK runs it).")
-@click.option("--low-bit-activations", "low_bit_activations", type=click.Choice(["error", "8bit"]),
-              default="error", show_default=True,
-              help="Activation FakeQuants under 8 bits: fail, or quantize their range at 8-bit resolution "
-                   "(a note per tensor).")
+@_option_flags("convert")
+@click.option("--report", "report", metavar="FILE|-", help="Write a JSON report (format: docs/formats.md); - for stdout.")
 @click.option("--debug", is_flag=True, help="Show a traceback on errors.")
-def convert(model: str, output: str | None, ranges: tuple[str, ...], shapes: tuple[str, ...],
-            inputs: tuple[str, ...], outputs: tuple[str, ...], dump_after: tuple[str, ...], report: str | None,
-            default_ranges: str | None, allow_float: bool, calibration_data: str | None,
-            calibration_samples: int | None, calibration_batch: int, calibration_method: str, percentile: float,
-            seed: int, image_size: str | None, mean: str, std: str,
-            ranges_file: str | None, activations: str, weights: str, block_size: str | None,
-            int4_storage: str | None, targets: tuple[str, ...], low_bit_activations: str, debug: bool,
-            stats: tuple[str, ...], save_stats: str | None, calibration_workers: int | None,
-            calibration_engine: str) -> None:
-    """Convert a frozen GraphDef MODEL.pb (QAT, or float with --calibration-data) to a fully-int8 TFLite model."""
-    defaults = None
-    if default_ranges is not None:
-        name, defaults = _parse_range(default_ranges)
-        if name is not None:
-            raise click.BadParameter(f"'{default_ranges}': expected MIN,MAX", param_hint="--default-ranges")
-    input_ranges = _input_ranges(ranges)
-    input_shapes = dict(_parse_shape(s) for s in shapes)
-    size = _numbers(image_size, "--image-size", int, 2) if image_size else None
-    means, stds = _numbers(mean, "--mean", float), _numbers(std, "--std", float)
+def convert(model: str, output: str | None, report: str | None, debug: bool, **words: Any) -> None:
+    """Convert a frozen GraphDef MODEL.pb (QAT, or float with --calibration-data), a SavedModel or a
+    Keras file to an integer TFLite model. Every option: docs/cli.md."""
 
     def work() -> None:
-        from qconvert.converter import api
-        from qconvert.errors import ConversionError
-        from qconvert.io import write_atomic
-        from qconvert.tools.targets import cannot_run, conversion_choices, has_4bit_weights
+        from qconvert import api
+        from qconvert.options import ConvertOptions
 
+        options = ConvertOptions.from_cli(words)
         target = output or str(api.default_output(model))
         t0 = time.perf_counter()
-        devices = _targets(targets)
-        storage, target_notes = conversion_choices(devices, int4_storage, int(block_size) if block_size else None)
+        failure = None
         try:
-            result = api.convert_graph(model, input_ranges=input_ranges, input_shapes=input_shapes,
-                                       inputs=_names(inputs), outputs=_names(outputs), dump_after=dump_after,
-                                       default_ranges=defaults, allow_float=allow_float,
-                                       check_each_pass=debug, calibration_data=calibration_data,
-                                       calibration_samples=calibration_samples,
-                                       calibration_batch=calibration_batch, calibration_workers=calibration_workers,
-                                       calibration_engine=calibration_engine,
-                                       calibration_method=calibration_method, percentile=percentile, seed=seed,
-                                       image_size=size, mean=means, std=stds,
-                                       ranges_file=ranges_file, int4_storage=storage,
-                                       low_bit_activations=low_bit_activations, weights=weights,
-                                       block_size=int(block_size) if block_size else None,
-                                       activations=activations, stats=_stats_files(stats),
-                                       save_stats=save_stats, progress=_calibration_progress())
-            write_atomic(target, result.model)
+            result = api.convert(model, target, options, progress=_calibration_progress(), debug=debug)
+        except api.TargetError as exc:  # written; reported below, then exit 1
+            result, failure = exc.result, exc
         except Exception as exc:
             if report:
-                from qconvert.tools.batch import build_record, write_report
+                from qconvert.tools.batch import write_report
 
-                write_report(report, [build_record(model, target, error=exc, seconds=time.perf_counter() - t0)])
+                write_report(report, [api.build_record(model, target, error=exc, seconds=time.perf_counter() - t0)])
             raise
-        notes = list(result.notes) + (target_notes if has_4bit_weights(result.graph) else [])
-        checked = None
-        if devices:
-            from qconvert.tools.check import check_model
-
-            checked = check_model(target, devices)
         if report:
-            from qconvert.tools.batch import build_record, write_report
+            from qconvert.tools.batch import write_report
 
-            record = build_record(model, target, result.model, notes, seconds=time.perf_counter() - t0)
-            if checked is not None:
-                record["target_check"] = checked
-            write_report(report, [record])
-        for note in notes:
+            write_report(report, [result.record])
+        for note in result.notes:
             click.echo(f"qconvert: note: {note}", err=True)
         g = result.graph
         click.echo(f"wrote {target}: {len(g.nodes)} ops, {len(result.model)} bytes, "
                    f"inputs {', '.join(_io(g, n) for n in g.inputs)}; outputs {', '.join(_io(g, n) for n in g.outputs)}",
                    err=report == "-")
-        if checked is not None:
-            for e in checked["targets"]:
-                click.echo(f"{e['target']}: {e['verdict']} ({e['basis']}): {e['summary']}", err=report == "-")
-            failure = cannot_run(checked)
-            if failure is not None:
-                raise ConversionError(f"wrote {target}, but {failure}")
+        for e in (result.target_check or {}).get("targets", []):
+            click.echo(f"{e['target']}: {e['verdict']} ({e['basis']}): {e['summary']}", err=report == "-")
+        if failure is not None:
+            raise failure
 
     _guard(work, debug)
 
 
-def _stats_files(values: tuple[str, ...]) -> list[str]:
-    """``--stats`` values, globs expanded in name order (quoted globs reach us unexpanded)."""
-    import glob
-
-    from qconvert.errors import UsageError
-
-    files: list[str] = []
-    for v in values:
-        if any(c in v for c in "*?[") and not os.path.exists(v):
-            found = sorted(glob.glob(v))
-            if not found:
-                raise UsageError(f"--stats '{v}' matches no file")
-            files += found
-        else:
-            files.append(v)
-    return files
-
-
 @cli.command()
 @click.argument("model", type=click.Path(dir_okay=True, path_type=str))
-@_options(_MODEL_OPTIONS)
-@_options(_CALIBRATION_OPTIONS)
-@_options(_ACTIVATIONS_OPTION)
-@click.option("--save-stats", "save_stats", required=True, type=click.Path(path_type=str), metavar="FILE.npz",
-              help="Where to write the statistics (.npz): per tensor min/max, and fixed-bin histograms for "
-                   "the histogram methods (or with --histograms).")
-@click.option("--histograms", is_flag=True,
-              help="Record histograms even for minmax, so that the file serves every --calibration-method.")
+@_option_flags("calibrate")
 @click.option("--debug", is_flag=True, help="Show a traceback on errors.")
-def calibrate(model: str, ranges: tuple[str, ...], shapes: tuple[str, ...], inputs: tuple[str, ...],
-              outputs: tuple[str, ...], calibration_data: str | None, calibration_samples: int | None,
-              calibration_batch: int, calibration_method: str, percentile: float, seed: int, image_size: str | None,
-              mean: str, std: str, activations: str, save_stats: str, histograms: bool, debug: bool,
-              calibration_workers: int | None, calibration_engine: str) -> None:
-    """Run the float graph MODEL.pb on --calibration-data and save its statistics, without converting.
+def calibrate(model: str, debug: bool, **words: Any) -> None:
+    """Run the float graph MODEL.pb on --calibration-data and save its statistics (--save-stats), without converting.
 
     \b
     Shards of the data calibrate anywhere (CI jobs, Dask workers); their files merge:
@@ -325,56 +159,31 @@ def calibrate(model: str, ranges: tuple[str, ...], shapes: tuple[str, ...], inpu
     Use the same model options (--inputs, --outputs, --input-shapes, --activations) everywhere:
     the file records the graph's fingerprint, and a different graph is refused.
     """
-    input_ranges = _input_ranges(ranges)
-    input_shapes = dict(_parse_shape(s) for s in shapes)
-    size = _numbers(image_size, "--image-size", int, 2) if image_size else None
-    means, stds = _numbers(mean, "--mean", float), _numbers(std, "--std", float)
 
     def work() -> None:
-        from qconvert.converter import api
+        from qconvert import api
         from qconvert.errors import UsageError
+        from qconvert.options import ConvertOptions
 
-        if calibration_data is None:
+        if words.get("calibration_data") is None:
             raise UsageError("calibrate needs --calibration-data")
+        if words.get("save_stats") is None:
+            raise UsageError("calibrate needs --save-stats FILE.npz (where to write the statistics)")
+        options = ConvertOptions.from_cli(words, "calibrate")
         t0 = time.perf_counter()
-        stats = api.calibrate_graph(model, calibration_data, input_ranges=input_ranges, input_shapes=input_shapes,
-                                    inputs=_names(inputs), outputs=_names(outputs),
-                                    calibration_samples=calibration_samples, calibration_batch=calibration_batch,
-                                    calibration_method=calibration_method, percentile=percentile, seed=seed,
-                                    image_size=size, mean=means, std=stds, activations=activations,
-                                    save_stats=save_stats, histograms=histograms, progress=_calibration_progress(),
-                                    calibration_workers=calibration_workers, calibration_engine=calibration_engine)
+        stats = api.calibrate_graph(model, options.calibration.data, options, progress=_calibration_progress())
         kind = "min/max and histograms" if stats.hist is not None else "min/max"
-        click.echo(f"wrote {save_stats}: {kind} of {len(stats.lo)} tensor(s) over {stats.samples} sample(s) "
-                   f"in {time.perf_counter() - t0:.2f} s (graph {stats.fingerprint[:12]})", err=True)
+        click.echo(f"wrote {options.calibration.save_stats}: {kind} of {len(stats.lo)} tensor(s) over "
+                   f"{stats.samples} sample(s) in {time.perf_counter() - t0:.2f} s (graph {stats.fingerprint[:12]})",
+                   err=True)
 
     _guard(work, debug)
-
-
-def _input_ranges(ranges: tuple[str, ...]) -> dict[str | None, tuple[float, float]]:
-    input_ranges: dict[str | None, tuple[float, float]] = {}
-    for text in ranges:
-        name, rng = _parse_range(text)
-        if name in input_ranges:
-            raise click.BadParameter(f"range for {name or 'the input'} given twice", param_hint="--inputs-range")
-        input_ranges[name] = rng
-    return input_ranges
-
-
-def _targets(names: tuple[str, ...]) -> list[str]:
-    """--target values, checked against the known targets (a usage error otherwise)."""
-    if not names:
-        return []
-    from qconvert.tools.check import parse_targets
-
-    return parse_targets(names)
-
 
 
 @cli.command()
 @click.argument("models", nargs=-1, metavar="MODEL|DIR|GLOB...")
 @click.option("--manifest", "manifest", type=click.Path(dir_okay=False, path_type=str),
-              help="TOML manifest: [defaults] and [[model]] entries (see README).")
+              help="TOML manifest: [defaults] and [[model]] entries; keys are the options' (docs/cli.md).")
 @click.option("-j", "--jobs", "jobs", type=click.IntRange(min=1), default=None,
               help="Worker processes (default: CPU count; 1 converts in this process).")
 @click.option("--report", "report", metavar="FILE|-", help="Write a JSON report; - for stdout.")
@@ -593,16 +402,6 @@ def _io(graph, name: str) -> str:
     return f"{name} {t.dtype}{list(t.shape)} scale={float(q.scale[0]):.6g} zp={q.zero_point[0]}" if q else name
 
 
-def _numbers(text: str, option: str, kind: type, count: int | None = None) -> Any:
-    try:
-        values = [kind(v) for v in text.split(",")]
-    except ValueError:
-        raise click.BadParameter(f"'{text}': expected numbers separated by commas", param_hint=option) from None
-    if count is not None and len(values) != count:
-        raise click.BadParameter(f"'{text}': expected {count} numbers", param_hint=option)
-    return tuple(values)
-
-
 def _calibration_progress():  # type: ignore[no-untyped-def]
     """A progress bar with samples/s and ETA on a terminal; in CI (``CI`` set) or when stderr
     is not a terminal, one line per 10 %."""
@@ -642,6 +441,23 @@ def _guard(work, debug: bool) -> None:
         sys.exit(1)
 
 
+def reference() -> str:
+    """docs/cli.md: the conversion options (from ``qconvert.options``) and every command's help
+    (from the click commands here). ``python -m qconvert.cli --reference > docs/cli.md``; a test
+    keeps the file equal to this."""
+    from qconvert.options import reference as options_reference
+
+    parts = [options_reference().replace("# Conversion options", "# Command-line reference", 1)
+             .replace("(`python -m qconvert.options > docs/cli.md`)", "and the commands' help "
+                      "(`python -m qconvert.cli --reference > docs/cli.md`)"), "\n## Commands\n"]
+    top = click.Context(cli, info_name="qconvert", max_content_width=100, terminal_width=100, **cli.context_settings)
+    for name in COMMANDS:
+        command = cli.commands[name]
+        with click.Context(command, info_name=name, parent=top) as ctx:
+            parts.append(f"\n### qconvert {name}\n\n```text\n{command.get_help(ctx)}\n```\n")
+    return "".join(parts)
+
+
 def _reuse_freed_memory() -> None:
     """glibc hands each freed block over 128 KB back to the kernel (its mmap threshold, raised
     only as larger blocks are freed), and the next block of that size faults its pages in
@@ -661,6 +477,9 @@ def _reuse_freed_memory() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if argv is None and sys.argv[1:] == ["--reference"]:  # python -m qconvert.cli --reference > docs/cli.md
+        sys.stdout.write(reference())
+        return 0
     _reuse_freed_memory()
     try:
         cli.main(args=list(argv) if argv is not None else None, prog_name="qconvert", standalone_mode=False)
@@ -680,3 +499,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:
         return int(exc.code or 0)
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

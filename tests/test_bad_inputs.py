@@ -59,7 +59,7 @@ def out(request, tmp_path: Path) -> tuple[Path, bytes | None]:
 def _tflite_bytes() -> bytes:
     from qconvert import api
 
-    return api.convert(EXAMPLE, {None: (-1.0, 1.0)})
+    return api.convert_bytes(EXAMPLE, {None: (-1.0, 1.0)})
 
 
 @pytest.mark.parametrize(

@@ -34,7 +34,7 @@ def _rss_mb() -> float:
 def tflite_model() -> bytes:
     from qconvert import api
 
-    return api.convert(EXAMPLE, {None: (-1.0, 1.0)})
+    return api.convert_bytes(EXAMPLE, {None: (-1.0, 1.0)})
 
 
 @pytest.fixture(scope="module")

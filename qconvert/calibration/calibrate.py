@@ -320,9 +320,9 @@ def drop_redundant(graph: Graph, stats: dict[str, tuple[float, float]], keep_mer
 
 
 def calibrate(graph: Graph, ctx: Context) -> bool:
-    """Ranges from ``ctx.options.calibration`` (a :class:`Calibration`); a graph calibrated
+    """Ranges from ``ctx.calibration`` (a :class:`Calibration`); a graph calibrated
     here is post-training quantized (``ctx.legacy_float_scale``)."""
-    calib = ctx.options.calibration
+    calib = ctx.calibration
     if calib is None or (not calib.has_data and not calib.ranges):
         return False
     names = candidates(graph)

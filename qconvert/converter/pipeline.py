@@ -3,7 +3,7 @@
     .pb ─import─▶ inputs ─▶ legalize ─▶ fold ─▶ fuse ─▶ calibrate ─▶ prepare ─▶ quantize ─write─▶ .tflite
 
 Every pass is ``pass(graph, ctx) -> bool`` (True when it changed the graph); ``ctx`` is an
-:class:`~qconvert.ir.passes.Context` built from the :class:`Options`. ``run`` checks the
+:class:`~qconvert.ir.passes.Context` holding the :class:`~qconvert.options.ConvertOptions`. ``run`` checks the
 IR's invariants after each stage (after each pass with ``--debug``), so a broken invariant
 names the stage, or the pass, that broke it. ``--dump-after STAGE`` prints the IR after a
 stage, ``stop_before`` ends before one (``compare`` takes the float model that way, before
@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence, TextIO
+from dataclasses import dataclass
+from typing import Any, Sequence, TextIO
 
 from qconvert.calibration.calibrate import calibrate
 from qconvert.errors import ConversionError, InvariantError
@@ -27,6 +27,7 @@ from qconvert.fold.identity_arith import remove_identity_arith
 from qconvert.ir import Graph
 from qconvert.ir.invariants import check_invariants
 from qconvert.ir.passes import Context, Pass
+from qconvert.options import ConvertOptions
 from qconvert.legalize.clamps import legalize_clamps
 from qconvert.legalize.dilated_conv import fold_dilated_conv
 from qconvert.legalize.fake_quant import (
@@ -116,47 +117,28 @@ BLOCKWISE_STAGE = Stage("blockwise", "quantize_pass", "--block-size: FULLY_CONNE
 BLOCKWISE_STAGES: tuple[Stage, ...] = (*STAGES[:STAGE_NAMES.index("calibrate") - 1], BLOCKWISE_STAGE)
 
 
-@dataclass
-class Options:
-    input_ranges: Mapping[str | None, tuple[float, float]] = field(default_factory=dict)
-    input_shapes: Mapping[str, Sequence[int]] = field(default_factory=dict)
-    inputs: Sequence[str] | None = None
-    outputs: Sequence[str] | None = None
-    dump_after: Sequence[str] = ()
-    dump_to: TextIO | None = None
-    default_ranges: tuple[float, float] | None = None
-    allow_float: bool = False
-    check_each_pass: bool = False  # --debug
-    calibration: Any = None  # calibration.calibrate.Calibration (--calibration-data, --ranges-file)
-    int4_storage: str = "packed"  # 4-bit weights: "packed" INT4 (as TensorFlow) or "int8" in [-7, 7]
-    low_bit_activations: str = "error"  # activation FakeQuants below 8 bits: "error", or "8bit" resolution
-    weights: str = "int8"  # weights without FakeQuant: "int8", or "int4" (CONV_2D / FULLY_CONNECTED, per channel)
-    block_size: int | None = None  # with weights "int4": blockwise FULLY_CONNECTED weights, float activations
-    activations: str = "int8"  # "int16": TensorFlow's 16x8 mode (int16 activations, int8 weights, int64 biases)
-
-    @property
-    def dynamic_range(self) -> bool:
-        """Activations stay float (blockwise weights): no ranges, no calibration, no int8 ops."""
-        return self.block_size is not None
-
-
-def check_each_pass(options: Options) -> bool:
+def check_each_pass(debug: bool = False) -> bool:
     """Invariants are checked after every stage; after every pass too with ``--debug``
     or ``QCONVERT_CHECK_EACH_PASS=1`` (the test suite sets it), so that a broken
     invariant names the pass that broke it. Per pass costs ~10% of conversion time."""
-    return options.check_each_pass or os.environ.get("QCONVERT_CHECK_EACH_PASS", "") not in ("", "0")
+    return debug or os.environ.get("QCONVERT_CHECK_EACH_PASS", "") not in ("", "0")
 
 
-def run(graph: Graph, options: Options, stop_before: str | None = None) -> tuple[Graph, Context]:
+def run(graph: Graph, options: ConvertOptions, calibration: Any = None, stop_before: str | None = None,
+        dump_to: TextIO | None = None, debug: bool = False) -> tuple[Graph, Context]:
     """Run the stages on ``graph`` (edited in place); return it and the pass context (notes,
-    requantization records). ``stop_before``: a stage name to end before."""
+    requantization records). ``calibration``: the loaded samples and ranges (a
+    :class:`~qconvert.calibration.calibrate.Calibration`) for the calibrate stage;
+    ``stop_before``: a stage name to end before; ``dump_to``: where ``options.dump_after``
+    prints (stdout); ``debug``: check the invariants after every pass."""
     if stop_before is not None and stop_before not in STAGE_NAMES[1:]:
         raise ValueError(f"unknown stage {stop_before!r}; stages: {', '.join(STAGE_NAMES[1:])}")
     graph.input_names = list(graph.inputs)
-    ctx = Context(options=options, allow_float=options.allow_float)
-    each_pass = check_each_pass(options)
-    _maybe_dump(graph, "import", options)
-    for stage in (BLOCKWISE_STAGES if options.dynamic_range else STAGES):
+    ctx = Context(options=options, calibration=calibration, allow_float=options.precision.allow_float)
+    each_pass = check_each_pass(debug)
+    dump = (options.dump_after, dump_to or sys.stdout)
+    _maybe_dump(graph, "import", dump)
+    for stage in (BLOCKWISE_STAGES if options.precision.dynamic_range else STAGES):
         if stage.name == stop_before:
             break
         changed = False
@@ -170,11 +152,10 @@ def run(graph: Graph, options: Options, stop_before: str | None = None) -> tuple
                 except ConversionError as exc:
                     where = f"pass {p.__name__}" if each_pass else "rerun with --debug to name the pass"
                     raise InvariantError(f"internal error after stage '{stage.name}' ({where}): {exc}") from exc
-        _maybe_dump(graph, stage.name, options)
+        _maybe_dump(graph, stage.name, dump)
     return graph, ctx
 
 
-def _maybe_dump(graph: Graph, stage: str, options: Options) -> None:
-    if stage in options.dump_after:
-        out = options.dump_to or sys.stdout
-        out.write(f"// IR after stage '{stage}'\n{graph.dump()}\n")
+def _maybe_dump(graph: Graph, stage: str, dump: tuple[Sequence[str], TextIO]) -> None:
+    if stage in dump[0]:
+        dump[1].write(f"// IR after stage '{stage}'\n{graph.dump()}\n")

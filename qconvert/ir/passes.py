@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from qconvert.ir.graph import Graph, Node
+from qconvert.options import ConvertOptions
 
 
 class Origin(enum.Enum):
@@ -47,7 +48,8 @@ class Origin(enum.Enum):
 class Context:
     """What a pass may know besides the graph."""
 
-    options: Any = None  # the converter's Options: what the user asked for
+    options: ConvertOptions = field(default_factory=ConvertOptions)  # what the user asked for
+    calibration: Any = None  # calibration.calibrate.Calibration: the samples, statistics and ranges to use
     notes: list[str] = field(default_factory=list)  # warnings for the user (the CLI prints them)
     allow_float: bool = False  # --allow-float: ops that cannot be quantized stay float
     float_ops: set[Node] = field(default_factory=set)  # the ops that stay float (with allow_float)
@@ -61,7 +63,7 @@ class Context:
     @property
     def activation_bits(self) -> int:
         """16 under ``--activations int16`` (TensorFlow's 16x8 mode), else 8."""
-        return 16 if self.qat16 or getattr(self.options, "activations", "int8") == "int16" else 8
+        return 16 if self.qat16 or self.options.precision.activations == "int16" else 8
 
 
 Pass = Callable[[Graph, Context], bool]

@@ -147,7 +147,7 @@ def _grid_bits(graph: Graph, ctx: Context, node: Node, num_bits: int, where: str
                               f"all 16-bit")
     if num_bits == 8 or weight:
         return num_bits
-    if getattr(ctx.options, "low_bit_activations", "error") != "8bit":
+    if ctx.options.precision.low_bit_activations != "8bit":
         raise ConversionError(
             f"{where}: a {num_bits}-bit activation FakeQuant (num_bits={num_bits}); TFLite's int8 kernels cannot "
             f"clamp to a {num_bits}-bit grid, so the file would not compute what training simulated. "
@@ -160,7 +160,7 @@ def _grid_bits(graph: Graph, ctx: Context, node: Node, num_bits: int, where: str
 
 
 def legalize_fake_quant(graph: Graph, ctx: Context) -> bool:
-    if getattr(ctx.options, "dynamic_range", False):
+    if ctx.options.precision.dynamic_range:
         fq = next((n for n in graph if n.op in _VARIANTS), None)
         if fq is not None:
             raise ConversionError(f"node '{fq.name}' ({fq.op}): --block-size quantizes the weights of float graphs "
@@ -168,7 +168,7 @@ def legalize_fake_quant(graph: Graph, ctx: Context) -> bool:
                                   f"without --block-size")
     changed = concat_union_ranges(graph)
     constants = _constant_tensors(graph)
-    if getattr(ctx.options, "activations", "int8") == "int16" and not ctx.qat16:
+    if ctx.options.precision.activations == "int16" and not ctx.qat16:
         act = next((n for n in graph if n.op in _VARIANTS and not (graph.is_const(n.inputs[0])
                                                                     or n.inputs[0] in constants)), None)
         if act is not None:
@@ -176,7 +176,7 @@ def legalize_fake_quant(graph: Graph, ctx: Context) -> bool:
                                   f"quantizes float graphs from calibration (or 16-bit QAT graphs); this graph's "
                                   f"activations were trained with 8-bit FakeQuants: convert it without "
                                   f"--activations int16")
-    if getattr(ctx.options, "weights", "int8") == "int4":
+    if ctx.options.precision.weights == "int4":
         trained = [n for n in graph if n.op in _VARIANTS and (graph.is_const(n.inputs[0]) or n.inputs[0] in constants)]
         if trained:
             ctx.note(f"--weights int4 applies to weights without FakeQuant; {len(trained)} weight(s) with one (e.g. "

@@ -46,17 +46,17 @@ def resolve_ranges(graph: Graph, ranges: Mapping[str | None, tuple[float, float]
 
 
 def set_input_ranges(graph: Graph, ctx: Context) -> bool:
-    """Ranges from ``ctx.options``: ``input_ranges``, ``default_ranges``; with calibration
+    """Ranges from ``ctx.options``: ``input_ranges``, ``precision.default_ranges``; with calibration
     data an input with no range is left to calibration (stage 4a')."""
     ranges = ctx.options.input_ranges
-    default = ctx.options.default_ranges
+    default = ctx.options.precision.default_ranges
     # 16-bit activation FakeQuants make the graph a 16x8 one, from its inputs on
     ctx.qat16 = any(n.op in _FAKE_QUANTS and int(n.attrs.get("num_bits", 8)) == 16 for n in graph)
-    if getattr(ctx.options, "dynamic_range", False):  # activations stay float
+    if ctx.options.precision.dynamic_range:  # activations stay float
         for name in ranges:
             ctx.note(f"--inputs-range {name or ''}: not used; with --block-size the activations stay float")
         return False
-    calibrating = ctx.options.calibration is not None
+    calibrating = ctx.calibration is not None
     changed = False
     named = resolve_ranges(graph, ranges)
     for name in graph.inputs:

@@ -19,8 +19,8 @@ from qconvert.quant import signed_range_params
 
 
 def apply_default_ranges(graph: Graph, ctx: Context) -> bool:
-    """``--default-ranges`` (``ctx.options.default_ranges``), then propagation again."""
-    default = ctx.options.default_ranges
+    """``--default-ranges`` (``ctx.options.precision.default_ranges``), then propagation again."""
+    default = ctx.options.precision.default_ranges
     if default is None:
         return False
     params = signed_range_params(*default)

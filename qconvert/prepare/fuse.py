@@ -183,7 +183,7 @@ def fuse_activation(graph: Graph, ctx: Context) -> bool:
                 or node.attrs.get(ACTIVATION_APART):
             continue
         if (r.fuses_activation_only_with_bias and r.operand_slots[2] >= len(node.inputs)
-                and getattr(ctx.options, "calibration", None) is not None):
+                and ctx.calibration is not None):
             # TensorFlow fuses no activation into a TRANSPOSE_CONV without a bias (measured on 2.21):
             # after calibration both are int8 ops. A QAT graph has no range between the two (TensorFlow
             # then leaves the conv in float32); there we fuse, and the conv is int8 too.

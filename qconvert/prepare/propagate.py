@@ -63,7 +63,7 @@ def weight_params(value: np.ndarray, axis: int | None, num_bits: int = 8) -> Qua
 def _weight_bits(node: Node, ctx: Context) -> int:
     """4 for ``--weights int4`` on an op whose INT4 version LiteRT's reference kernels run (CONV_2D,
     FULLY_CONNECTED; DEPTHWISE_CONV_2D v7 only in its default kernels, so depthwise stays int8)."""
-    if getattr(ctx.options, "weights", "int8") != "int4":
+    if ctx.options.precision.weights != "int4":
         return 8
     r = row(node.op)
     if r is not None and r.int4_in_reference:

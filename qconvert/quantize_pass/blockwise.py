@@ -19,11 +19,11 @@ import numpy as np
 from qconvert.errors import ConversionError
 from qconvert.ir import Graph, Tensor
 from qconvert.ir.passes import Context
+from qconvert.options import BLOCK_SIZES
 from qconvert.ops import row
 from qconvert.quant import round_half_away_array
 
 INT4_MAX = 7
-BLOCK_SIZES = (32, 64, 128, 256)
 
 
 def blockwise_scales_and_values(w: np.ndarray, block: int) -> tuple[np.ndarray, np.ndarray]:
@@ -38,7 +38,7 @@ def blockwise_scales_and_values(w: np.ndarray, block: int) -> tuple[np.ndarray, 
 
 
 def blockwise_weights(graph: Graph, ctx: Context) -> bool:
-    block = ctx.options.block_size
+    block = ctx.options.precision.block_size
     changed = False
     for node in graph:
         r = row(node.op)

@@ -105,7 +105,7 @@ def _read_as_weight(graph: Graph, quantize: Node) -> bool:
 def _int4_storage(graph: Graph, ctx: Context, quantize: Node) -> bool:
     """Whether a 4-bit weight is stored INT4: the user wants it packed (the default) and every
     op reading it takes INT4 in its weight slot; otherwise a note says where it stays int8."""
-    if getattr(ctx.options, "int4_storage", "packed") == "int8":
+    if ctx.options.precision.int4_storage == "int8":
         return False
     for r, slots in _readers(graph, quantize):
         r_ = row(r.op)

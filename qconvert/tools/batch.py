@@ -1,46 +1,34 @@
 """Batch conversion: many models, an optional TOML manifest, processes, a JSON report.
 
-Only the standard library is imported at module level: ``_convert_job`` runs in worker
-processes (any start method) and imports the converter when it is first called.
-The report format is described by ``qconvert/tools/report_schema.json``.
+Each model is one ``qconvert.api.convert`` call (``_convert_job``, in worker processes of any
+start method); manifest keys are the options' keys (``qconvert/options.py``). The report
+format is described by ``qconvert/tools/report_schema.json`` and docs/formats.md.
 """
 
 from __future__ import annotations
 
 import glob
-import hashlib
 import json
 import os
-import re
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 import tomllib
 
-from qconvert import __version__
-from qconvert.args import parse_range
-from qconvert.converter import api
+from qconvert import __version__, api
+from qconvert.api import build_record
 from qconvert.errors import ConversionError, UsageError
 from qconvert.io import write_atomic
-from qconvert.schema.reader import read_model
+from qconvert.options import ConvertOptions, manifest_specs
 
 REPORT_SCHEMA_VERSION = 1
-# Calibration of float graphs (see ``qconvert convert --help``); paths relative to the manifest.
-_CALIBRATION_KEYS = {"calibration_data", "calibration_samples", "calibration_batch", "calibration_method",
-                     "calibration_engine", "percentile", "seed", "ranges_file"}
-# Storage choices beside int8 (issue 17), as the convert options of the same names.
-_WIDTH_KEYS = {"activations": ("int8", "int16"), "weights": ("int8", "int4"), "block_size": (32, 64, 128, 256),
-               "int4_storage": ("packed", "int8"),
-               "low_bit_activations": ("error", "8bit")}
-_DEFAULT_KEYS = {"inputs_range", "input_shapes", "inputs", "outputs", "output_dir", "target"} | _CALIBRATION_KEYS \
-    | set(_WIDTH_KEYS)
-_MODEL_KEYS = {"path", "output", "inputs_range", "input_shapes", "inputs", "outputs", "target"} | _CALIBRATION_KEYS \
-    | set(_WIDTH_KEYS)
-_NODE_RE = re.compile(r"node '([^']+)'")
+# The manifest's own keys; every other key is an option (qconvert/options.py, docs/cli.md).
+_OWN_DEFAULT_KEYS = {"output_dir"}
+_OWN_MODEL_KEYS = {"path", "output"}
 
 
 def _usage(message: str) -> Exception:
@@ -54,12 +42,7 @@ class Job:
 
     model: str
     output: str
-    input_ranges: dict = field(default_factory=dict)  # {name or None: (lo, hi)}
-    input_shapes: dict = field(default_factory=dict)  # {name: [d0, ...]}
-    inputs: list | None = None
-    outputs: list | None = None
-    calibration: dict = field(default_factory=dict)  # keyword arguments of api.convert_graph
-    targets: list = field(default_factory=list)  # `target` key: conversion choices, and check after writing
+    options: ConvertOptions = field(default_factory=ConvertOptions)
 
     @property
     def name(self) -> str:
@@ -68,101 +51,19 @@ class Job:
 
 # ---------------------------------------------------------------- manifest and model list
 
-def _parse_range(text: str, where: str) -> tuple[str | None, tuple[float, float]]:
-
-    try:
-        return parse_range(text)
-    except ValueError as exc:
-        raise _usage(f"{where}: {exc}") from None
-
-
-def _ranges(value: Any, where: str) -> dict:
-    """"-1,1" | "input=-1,1" | ["a=0,1", ...] | {name = "-1,1" or [-1, 1]}."""
-    if isinstance(value, dict):
-        out = {}
-        for name, rng in value.items():
-            text = ",".join(str(v) for v in rng) if isinstance(rng, list) else str(rng)
-            out[name] = _parse_range(text, where)[1]
-        return out
-    items = value if isinstance(value, list) else [value]
-    return dict(_parse_range(str(v), where) for v in items)
-
-
-def _shapes(value: Any, where: str) -> dict:
-    """{name = [1, 28, 28, 1] or "1,28,28,1"} | ["name=1,28,28,1", ...]."""
-    if isinstance(value, dict):
-        pairs = list(value.items())
-    else:
-        pairs = [str(v).partition("=")[::2] for v in (value if isinstance(value, list) else [value])]
-    out = {}
-    for name, dims in pairs:
-        try:
-            shape = [int(d) for d in (dims if isinstance(dims, list) else str(dims).split(","))]
-        except ValueError:
-            shape = []
-        if not name or not shape or any(d <= 0 for d in shape):
-            raise _usage(f"{where}: bad input_shapes entry {name!r}: expected NAME = [D0, D1, ...] of positive ints")
-        out[name] = shape
-    return out
-
-
-def _names(value: Any) -> list[str] | None:
-    items = value if isinstance(value, list) else [value]
-    out = [n.strip() for v in items for n in str(v).split(",") if n.strip()]
-    return out or None
-
-
-def _settings(table: dict, base: Path, where: str) -> dict:
-    out: dict[str, Any] = {}
-    if "inputs_range" in table:
-        out["input_ranges"] = _ranges(table["inputs_range"], where)
-    if "input_shapes" in table:
-        out["input_shapes"] = _shapes(table["input_shapes"], where)
-    for key in ("inputs", "outputs"):
-        if key in table:
-            out[key] = _names(table[key])
-    for key in ("output", "output_dir"):
-        if key in table:
-            out[key] = str(base / str(table[key]))
-    if "target" in table:
-        from qconvert.tools.check import parse_targets
-
-        names = table["target"] if isinstance(table["target"], list) else [table["target"]]
-        if not names or not all(isinstance(n, str) for n in names):
-            raise _usage(f"{where}: target = {table['target']!r}: a target name or a list of them")
-        try:
-            out["targets"] = parse_targets(names)
-        except UsageError as exc:
-            raise _usage(f"{where}: {exc}") from None
-    calibration = {}
-    for key, kind in (("calibration_samples", int), ("calibration_batch", int), ("seed", int),
-                      ("percentile", (int, float)), ("calibration_method", str), ("calibration_engine", str)):
-        if key in table:
-            value = table[key]
-            if not isinstance(value, kind) or isinstance(value, bool):
-                raise _usage(f"{where}: {key} = {value!r} has the wrong type")
-            calibration[key] = value
-    if calibration.get("calibration_method", "minmax") not in ("minmax", "percentile", "entropy", "mse"):
-        raise _usage(f"{where}: calibration_method {calibration['calibration_method']!r}: "
-                     "expected minmax, percentile, entropy or mse")
-    if calibration.get("calibration_engine", "numpy") not in api.ENGINES:
-        raise _usage(f"{where}: calibration_engine {calibration['calibration_engine']!r}: "
-                     f"expected {' or '.join(api.ENGINES)}")
-    for key in ("calibration_data", "ranges_file"):
-        if key in table:
-            calibration[key] = str(base / str(table[key]))
-    for key, allowed in _WIDTH_KEYS.items():
-        if key in table:
-            if table[key] not in allowed or isinstance(table[key], bool):
-                raise _usage(f"{where}: {key} = {table[key]!r}: expected one of {', '.join(map(str, allowed))}")
-            calibration[key] = table[key]
-    if calibration:
-        out["calibration"] = calibration
-    return out
+def _split(table: dict, own: set[str], where: str) -> tuple[dict, dict]:
+    """(the table's own keys, its option keys); unknown keys are a usage error."""
+    allowed = own | {s.key for s in manifest_specs()}
+    bad = set(table) - allowed
+    if bad:
+        raise _usage(f"{where}: unknown key {sorted(bad)[0]!r} (allowed: {', '.join(sorted(allowed))})")
+    return {k: v for k, v in table.items() if k in own}, {k: v for k, v in table.items() if k not in own}
 
 
 def load_manifest(path: str | os.PathLike) -> tuple[dict, dict[str, dict]]:
-    """(defaults, {resolved model path: settings}); UsageError on any problem."""
+    """(defaults, {resolved model path: settings}): settings hold ``options`` (a
+    :class:`ConvertOptions`, the model's keys over the [defaults]) and ``output`` or
+    ``output_dir``; UsageError on any problem, naming the key."""
 
     path = Path(path)
     try:
@@ -178,10 +79,10 @@ def load_manifest(path: str | os.PathLike) -> tuple[dict, dict[str, dict]]:
     defaults = doc.get("defaults", {})
     if not isinstance(defaults, dict):
         raise _usage(f"manifest '{path}': [defaults] must be a table")
-    bad = set(defaults) - _DEFAULT_KEYS
-    if bad:
-        raise _usage(f"manifest '{path}': unknown key {sorted(bad)[0]!r} in [defaults] "
-                     f"(allowed: {', '.join(sorted(_DEFAULT_KEYS))})")
+    where = f"manifest '{path}' [defaults]"
+    own, shared = _split(defaults, _OWN_DEFAULT_KEYS, where)
+    ConvertOptions.check_table(shared, base, where)  # each value checked here, where it was written
+    settings: dict = {k: str(base / str(v)) for k, v in own.items()}
     models: dict[str, dict] = {}
     entries = doc.get("model", [])
     if not isinstance(entries, list):
@@ -190,13 +91,16 @@ def load_manifest(path: str | os.PathLike) -> tuple[dict, dict[str, dict]]:
         where = f"manifest '{path}', model #{i}"
         if not isinstance(entry, dict):
             raise _usage(f"{where}: must be a table")
-        bad = set(entry) - _MODEL_KEYS
-        if bad:
-            raise _usage(f"{where}: unknown key {sorted(bad)[0]!r} (allowed: {', '.join(sorted(_MODEL_KEYS))})")
-        if "path" not in entry:
+        own, options = _split(entry, _OWN_MODEL_KEYS, where)
+        if "path" not in own:
             raise _usage(f"{where}: missing 'path'")
-        models[str((base / str(entry["path"])).resolve())] = _settings(entry, base, where)
-    return _settings(defaults, base, f"manifest '{path}' [defaults]"), models
+        merged = ConvertOptions.from_manifest({**shared, **options}, base, where)
+        out = {"options": merged}
+        if "output" in own:
+            out["output"] = str(base / str(own["output"]))
+        models[str((base / str(own["path"])).resolve())] = out
+    settings["build"] = lambda: ConvertOptions.from_manifest(shared, base, f"manifest '{path}' [defaults]")
+    return settings, models
 
 
 def collect_models(args: Sequence[str]) -> list[str]:
@@ -231,57 +135,19 @@ def plan(args: Sequence[str], manifest: str | None = None) -> list[Job]:
     jobs = []
     for model in models:
         entry = entries.get(str(Path(model).resolve()), {})
-        s = {**defaults, **entry}
-        s["calibration"] = {**defaults.get("calibration", {}), **entry.get("calibration", {})}
-        if "output" in s:
-            output = s["output"]
-        elif "output_dir" in s:
-            output = str(Path(s["output_dir"]) / Path(model).with_suffix(".tflite").name)
+        if "output" in entry:
+            output = entry["output"]
+        elif "output_dir" in defaults:
+            output = str(Path(defaults["output_dir"]) / Path(model).with_suffix(".tflite").name)
         else:
             output = str(Path(model).with_suffix(".tflite"))
-        jobs.append(Job(model, output, dict(s.get("input_ranges", {})), dict(s.get("input_shapes", {})),
-                        s.get("inputs"), s.get("outputs"), dict(s.get("calibration", {})), list(s.get("targets", []))))
+        if "options" not in entry:  # not in the manifest: its [defaults]
+            entry = {"options": defaults["build"]() if "build" in defaults else ConvertOptions()}
+        jobs.append(Job(model, output, entry["options"]))
     return jobs
 
 
 # ---------------------------------------------------------------- records
-
-def _io_records(info, indices) -> list[dict]:
-    out = []
-    for i in indices:
-        t = info.tensors[i]
-        out.append({"name": t.name, "dtype": t.dtype, "shape": list(t.shape),
-                    "scale": float(t.scale[0]) if t.scale else None,
-                    "zero_point": int(t.zero_point[0]) if t.zero_point else None})
-    return out
-
-
-def build_record(model: str, output: str, data: bytes | None = None, notes: Sequence[str] = (),
-                 error: BaseException | str | None = None, seconds: float = 0.0) -> dict:
-    """One report record: the same for ``convert --report`` and ``batch``."""
-    rec: dict[str, Any] = {"model": str(model), "output": str(output), "status": "ok" if error is None else "failed",
-                           "error": None, "node": None, "inputs": [], "outputs": [], "op_histogram": {},
-                           "float_ops": 0, "bytes": None, "sha256": None, "seconds": round(seconds, 3),
-                           "notes": list(notes)}
-    if error is not None:
-        msg = str(error) if isinstance(error, (str, ConversionError, UsageError)) else f"{type(error).__name__}: {error}"
-        rec["error"] = msg
-        m = _NODE_RE.search(msg)
-        rec["node"] = m.group(1) if m else None
-        return rec
-
-    info = read_model(data)
-    hist: dict[str, int] = {}
-    float_ops = 0
-    for op in info.operators:
-        hist[op.builtin] = hist.get(op.builtin, 0) + 1
-        if any(0 <= i < len(info.tensors) and info.tensors[i].dtype == "float32" for i in [*op.inputs, *op.outputs]):
-            float_ops += 1
-    rec.update(inputs=_io_records(info, info.inputs), outputs=_io_records(info, info.outputs),
-               op_histogram=dict(sorted(hist.items())), float_ops=float_ops, bytes=len(data),
-               sha256=hashlib.sha256(data).hexdigest())
-    return rec
-
 
 def report_document(records: list[dict], shard: dict | None = None) -> dict:
     ok = sum(r["status"] == "ok" for r in records)
@@ -304,45 +170,26 @@ def write_report(target: str, records: list[dict], shard: dict | None = None) ->
 # ---------------------------------------------------------------- conversion
 
 def _convert_job(job: Job, check: bool) -> dict:
-    """Worker (module level, lazy imports): convert one job; write it, or with ``check`` compare it.
+    """Worker (module level): convert one job with ``qconvert.api.convert``; write it, or with
+    ``check`` compare it with the file there.
 
     Never raises for a model problem: the record carries the error. With ``check``
     the record has a ``check`` field: "same", "changed" or "missing".
     """
     t0 = time.perf_counter()
     try:
-        options = dict(job.calibration)
-        notes: list[str] = []
-        if job.targets:
-            from qconvert.tools.targets import conversion_choices
-
-            options["int4_storage"], notes = conversion_choices(job.targets, options.get("int4_storage"),
-                                                                options.get("block_size"))
-        result = api.convert_graph(job.model, input_ranges=job.input_ranges, input_shapes=job.input_shapes,
-                                   inputs=job.inputs, outputs=job.outputs, **options)
-        seconds = time.perf_counter() - t0
-        if notes:
-            from qconvert.tools.targets import has_4bit_weights
-
-            notes = notes if has_4bit_weights(result.graph) else []
-        rec = build_record(job.model, job.output, result.model, list(result.notes) + notes, seconds=seconds)
-        if check:
-            try:
-                old = Path(job.output).read_bytes()
-            except OSError:
-                old = None
-            rec["check"] = "missing" if old is None else ("same" if old == result.model else "changed")
-        else:
-            write_atomic(job.output, result.model)
-            if job.targets:  # the file as written, on each target (`qconvert check`)
-                from qconvert.tools.check import check_model
-                from qconvert.tools.targets import cannot_run
-
-                rec["target_check"] = checked = check_model(job.output, job.targets)
-                failure = cannot_run(checked)
-                if failure is not None:
-                    rec["status"], rec["error"] = "failed", f"wrote {job.output}, but {failure}"
+        if not check:
+            return api.convert(job.model, job.output, job.options).record  # type: ignore[return-value]
+        result = api.convert(job.model, None, job.options.replace(target=[]))
+        rec = build_record(job.model, job.output, result.model, result.notes, seconds=time.perf_counter() - t0)
+        try:
+            old = Path(job.output).read_bytes()
+        except OSError:
+            old = None
+        rec["check"] = "missing" if old is None else ("same" if old == result.model else "changed")
         return rec
+    except api.TargetError as exc:  # written, but a target cannot run it
+        return exc.result.record  # type: ignore[return-value]
     except Exception as exc:  # noqa: BLE001 - a failing model never stops the others
         return build_record(job.model, job.output, error=exc, seconds=time.perf_counter() - t0)
 

@@ -38,14 +38,14 @@ import numpy as np
 from qconvert.calibration import executor
 from qconvert.calibration.calibrate import Calibration
 from qconvert.calibration.data import Samples, as_samples, open_samples
-from qconvert.converter.pipeline import Options, run
+from qconvert.converter.pipeline import run
 from qconvert.errors import ConversionError, RunError
-from qconvert.frontend.graphdef import parse_graphdef, read_graphdef
 from qconvert.frontend.importer import import_graph
-from qconvert.frontend.tf_frozen import freeze, is_tf_model
+from qconvert.frontend.load import read_nodes
 from qconvert.io import write_atomic
 from qconvert.ir import Graph
 from qconvert.ir.qdq import is_dequantize, is_quantize
+from qconvert.options import ConvertOptions
 from qconvert.quant import round_half_away_array
 from qconvert.runtime.interpreter import quantize_float
 from qconvert.schema.litert import interpreter
@@ -140,9 +140,8 @@ def float_graph(nodes: Sequence[Any], inputs: Sequence[str] | None, outputs: Seq
     parameters: the float model whose tensors the int8 model quantizes."""
 
     graph = import_graph(nodes, inputs, outputs, input_shapes)
-    options = Options(input_shapes=dict(input_shapes or {}), inputs=inputs, outputs=outputs,
-                      calibration=Calibration())
-    return run(graph, options, stop_before="calibrate")[0]
+    options = ConvertOptions.of(input_shapes=dict(input_shapes or {}), inputs=inputs, outputs=outputs)
+    return run(graph, options, Calibration(), stop_before="calibrate")[0]  # as if calibrating: no input range
 
 
 def _fake_quant_chain(graph: Graph, name: str) -> list[Any]:
@@ -270,12 +269,7 @@ def compare(pb: str | os.PathLike, tflite: str | os.PathLike, data: str | os.Pat
             input_shapes: Mapping[str, Sequence[int]] | None = None, runtime: str = "litert-ref") -> Report:
     model, engine = _int8_model(tflite, runtime)
     tensors = model.tensors
-    if is_tf_model(pb):  # a SavedModel directory or Keras file, frozen as `convert` freezes it
-        frozen, tf_inputs, tf_outputs = freeze(pb)
-        nodes = parse_graphdef(frozen)
-        inputs, outputs = inputs or tf_inputs, outputs or tf_outputs
-    else:
-        nodes = read_graphdef(pb)
+    nodes, inputs, outputs = read_nodes(pb, inputs, outputs)  # as `convert` reads it
     names = {n.name for n in nodes}
     if inputs is None and all(n in names for n in model.input_names):  # the .tflite's names, when the .pb
         inputs = list(model.input_names)                                # has them (qconvert keeps them)

@@ -28,8 +28,7 @@ from typing import Any
 import numpy as np
 
 from qconvert.ops import row
-
-TARGETS = ("litert", "litert-ref", "tflm", "ethos-u55-128", "ethos-u55-256", "ethos-u65-256", "ethos-u85-256")
+from qconvert.options import TARGETS
 ETHOS_U = TARGETS[3:]
 U55_U65 = ("ethos-u55-128", "ethos-u55-256", "ethos-u65-256")
 U85 = ("ethos-u85-256",)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from graphs import const, fake_quant, graph_with_input, op, per_tensor
 
-from qconvert.converter.pipeline import Options
+from qconvert.options import ConvertOptions
 from qconvert.errors import ConversionError, InvariantError, UsageError
 from qconvert.fold.drop_fake_quant import drop_fake_quant
 from qconvert.fold.fold_constants import fold_constants
@@ -28,8 +28,8 @@ from qconvert.quantize_pass.fold_ops import fold_quantized_ops, fold_requantize
 
 
 def ctx(**options) -> Context:
-    """A pass context for the given converter options."""
-    return Context(options=Options(**options))
+    """A pass context for the given converter options (flat keys, as ``ConvertOptions.of``)."""
+    return Context(options=ConvertOptions.of(**options))
 
 
 def ops(g: Graph) -> list[str]:
@@ -322,7 +322,7 @@ def test_a_broken_pass_is_reported_with_its_stage(monkeypatch, each_pass):
     g.add_tensor(Tensor("unused", "float32", (1,)))
     where = r"pass broken" if each_pass else r"rerun with --debug to name the pass"
     with pytest.raises(InvariantError, match=rf"after stage 'legalize' \({where}\).*'ghost'"):
-        pipeline.run(g, pipeline.Options(check_each_pass=each_pass))
+        pipeline.run(g, ConvertOptions(), debug=each_pass)
 
 
 def test_concat_without_fake_quant_gets_the_union_of_its_input_ranges():

@@ -129,7 +129,7 @@ def test_a_layer_with_a_partial_block_stays_float_with_a_note() -> None:
 def test_usage_errors() -> None:
     with pytest.raises(UsageError, match="--weights int4"):
         convert_graph(_mlp(), block_size=32)
-    with pytest.raises(UsageError, match="blocks of 32, 64, 128, 256"):
+    with pytest.raises(UsageError, match="block_size = 48: expected one of 32, 64, 128, 256"):
         convert_graph(_mlp(), weights="int4", block_size=48)
     with pytest.raises(UsageError, match="calibration-data"):
         convert_graph(_mlp(), weights="int4", block_size=32,

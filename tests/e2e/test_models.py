@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from qconvert.api import convert
+from qconvert.api import convert_bytes
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "models"))
@@ -25,7 +25,7 @@ def test_digits_int8_accuracy_within_one_point(tmp_path: Path) -> None:
     from evaluate_digits import int8_accuracy
 
     out = tmp_path / "digits.tflite"
-    out.write_bytes(convert(ROOT / "models" / "digits_qat.pb"))
+    out.write_bytes(convert_bytes(ROOT / "models" / "digits_qat.pb"))
     data = np.load(ROOT / "models" / "digits_test.npz")
     qat = json.loads((ROOT / "models" / "digits_qat.json").read_text())["qat_float_accuracy"]
     acc = int8_accuracy(out, data["input"], data["labels"])
@@ -48,6 +48,6 @@ def test_demo_models_match_tensorflow(name: str) -> None:
     m = corpus.CorpusModel(name=name, graph_def=pb.read_bytes(), inputs=[ph.name], outputs=detect_outputs(nodes),
                            shapes={ph.name: list(ph.attrs["shape"])}, input_ranges={ph.name: (-1.0, 1.0)},
                            description="", ops=frozenset())
-    ours = convert(pb, {ph.name: (-1.0, 1.0)})
+    ours = convert_bytes(pb, {ph.name: (-1.0, 1.0)})
     oracle.compare_models(ours, oracle.tf_convert(m), n_inputs=16)
     assert oracle.float_tensors(ours) == []

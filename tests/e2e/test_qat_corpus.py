@@ -51,9 +51,9 @@ def qconvert_convert() -> Callable[..., bytes]:
     api = pytest.importorskip(
         "qconvert.api", reason="qconvert.api (the library API with convert()) is not importable yet"
     )
-    if not hasattr(api, "convert"):
-        pytest.fail("qconvert.api has no convert(model, input_ranges, input_shapes, inputs, outputs)")
-    return api.convert
+    if not hasattr(api, "convert_bytes"):
+        pytest.fail("qconvert.api has no convert_bytes(model, input_ranges, input_shapes, inputs, outputs)")
+    return api.convert_bytes
 
 
 @pytest.fixture(scope="session")

@@ -16,12 +16,12 @@ import pytest
 
 pytest.importorskip("tensorflow", reason="TensorFlow's converter writes the other file")
 
-from qconvert.api import convert  # noqa: E402
+from qconvert.api import convert_bytes  # noqa: E402
 
 
 def _files(name: str) -> tuple[bytes, bytes]:
     m = corpus.build_model(name)
-    ours = convert(m.graph_def, input_ranges=dict(m.input_ranges),
+    ours = convert_bytes(m.graph_def, input_ranges=dict(m.input_ranges),
                    input_shapes={k: list(v) for k, v in m.shapes.items()}, inputs=list(m.inputs),
                    outputs=list(m.outputs))
     return ours, oracle.tf_convert(m)

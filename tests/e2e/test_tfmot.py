@@ -25,7 +25,7 @@ pytest.importorskip("tensorflow_model_optimization", reason="tfmot builds the QA
 import oracle  # noqa: E402
 import tfmot_corpus  # noqa: E402
 
-from qconvert.api import convert  # noqa: E402
+from qconvert.api import convert_bytes  # noqa: E402
 from qconvert.schema.reader import read_model  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,7 +36,7 @@ def pairs() -> dict[str, tuple[bytes, bytes]]:
     out = {}
     for m in tfmot_corpus.build_tfmot_corpus():
         (rng,) = m.input_ranges.values()
-        ours = convert(m.graph_def, {None: rng})  # inputs and outputs auto-detected
+        ours = convert_bytes(m.graph_def, {None: rng})  # inputs and outputs auto-detected
         out[m.name] = (ours, oracle.tf_convert(m))
     return out
 

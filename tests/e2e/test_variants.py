@@ -18,7 +18,7 @@ import corpus  # noqa: E402
 import oracle  # noqa: E402
 import variants  # noqa: E402
 
-from qconvert.api import convert  # noqa: E402
+from qconvert.api import convert_bytes  # noqa: E402
 from qconvert.errors import ConversionError  # noqa: E402
 
 ALL = variants.BIT_EXACT + list(variants.TF_LEAVES_FLOAT) + variants.DOUBLE_FAKE_QUANT
@@ -29,7 +29,7 @@ def build(name: str) -> corpus.CorpusModel:
 
 
 def ours(m: corpus.CorpusModel) -> bytes:
-    return convert(m.graph_def, m.input_ranges, m.shapes, m.inputs, m.outputs)
+    return convert_bytes(m.graph_def, m.input_ranges, m.shapes, m.inputs, m.outputs)
 
 
 @pytest.mark.parametrize("name", variants.BIT_EXACT)
@@ -67,8 +67,8 @@ def test_unknown_batch_becomes_one() -> None:
     for node in gd.node:
         if node.op == "Placeholder":
             node.attr["shape"].shape.dim[0].size = -1
-    fixed = convert(m.graph_def, m.input_ranges, None, m.inputs, m.outputs)
-    unknown = convert(gd.SerializeToString(), m.input_ranges, None, m.inputs, m.outputs)
+    fixed = convert_bytes(m.graph_def, m.input_ranges, None, m.inputs, m.outputs)
+    unknown = convert_bytes(gd.SerializeToString(), m.input_ranges, None, m.inputs, m.outputs)
     assert fixed == unknown
 
 

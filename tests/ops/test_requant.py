@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 from ai_edge_litert import schema_py_generated as schema
 
-from qconvert.api import convert
+from qconvert.api import convert_bytes
 from qconvert.schema.requant_metadata import METADATA_NAME, decode
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -122,7 +122,7 @@ def check_model(flat: bytes) -> int:
 
 
 def test_example_model_requant_params() -> None:
-    flat = convert(ROOT / "models" / "example_qat.pb", {"input": (-1.0, 1.0)})
+    flat = convert_bytes(ROOT / "models" / "example_qat.pb", {"input": (-1.0, 1.0)})
     assert check_model(flat) >= 4
 
 
@@ -135,7 +135,7 @@ def test_quantize_multiplier_reference_by_hand() -> None:
 
 
 def test_corrupted_record_is_detected() -> None:
-    flat = bytearray(convert(ROOT / "models" / "example_qat.pb", {"input": (-1.0, 1.0)}))
+    flat = bytearray(convert_bytes(ROOT / "models" / "example_qat.pb", {"input": (-1.0, 1.0)}))
     model = schema.ModelT.InitFromPackedBuf(flat, 0)
     entry = next(m for m in model.metadata if m.name.decode() == METADATA_NAME)
     data = bytes(model.buffers[entry.buffer].data)
@@ -156,6 +156,6 @@ def test_corpus_requant_params() -> None:
 
     total = 0
     for m in corpus.build_corpus():
-        flat = convert(m.graph_def, m.input_ranges, m.shapes, m.inputs, m.outputs)
+        flat = convert_bytes(m.graph_def, m.input_ranges, m.shapes, m.inputs, m.outputs)
         total += check_model(flat)
     assert total >= 20

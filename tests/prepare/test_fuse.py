@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from graphs import const, graph_with_input, op
 
-from qconvert.converter.pipeline import STAGES, Options
+from qconvert.converter.pipeline import STAGES
 from qconvert.ir.passes import Context
 
 BEFORE = """\
@@ -32,7 +32,7 @@ def test_fuse_stage_golden_text() -> None:
     g.outputs = [op(g, "RELU", [add], "relu", (1, 1, 1, 2))]
     assert g.dump() == BEFORE
     fuse = next(s for s in STAGES if s.name == "fuse")
-    ctx = Context(options=Options())
+    ctx = Context()
     assert [p(g, ctx) for p in fuse.passes] == [False, False, False, False, False, False, False, True, False, False,
                                                 False, True, False, False]
     # pad→conv, N-D FC, binary before reshape, reshape chains, reduce keep_dims, identities, add→FC, bias, BN,

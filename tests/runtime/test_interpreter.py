@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 pytest.importorskip("ai_edge_litert", reason="ai-edge-litert's interpreter is the oracle")
 
-from qconvert.api import convert  # noqa: E402
+from qconvert.api import convert_bytes  # noqa: E402
 from qconvert.errors import RunError  # noqa: E402
 from qconvert.runtime.interpreter import IntegerModel  # noqa: E402
 
@@ -67,7 +67,7 @@ def random_feeds(model: IntegerModel, rng: np.random.Generator) -> dict[str, np.
 
 
 def convert_corpus_model(m: corpus.CorpusModel) -> bytes:
-    return convert(m.graph_def, input_ranges=dict(m.input_ranges),
+    return convert_bytes(m.graph_def, input_ranges=dict(m.input_ranges),
                    input_shapes={k: list(v) for k, v in m.shapes.items()},
                    inputs=list(m.inputs), outputs=list(m.outputs))
 
@@ -224,7 +224,7 @@ def test_tfmot_corpus_every_tensor_equals_litert(name: str, tfmot) -> None:  # t
 
 
 def test_example_model_every_tensor_equals_litert() -> None:
-    tflite = convert(ROOT / "models" / "digits_qat.pb", input_ranges={"input": (-1.0, 1.0)})
+    tflite = convert_bytes(ROOT / "models" / "digits_qat.pb", input_ranges={"input": (-1.0, 1.0)})
     print("digits_qat", assert_matches_litert(tflite))
 
 
@@ -234,7 +234,7 @@ def test_example_model_every_tensor_equals_litert() -> None:
 
 @pytest.fixture(scope="module")
 def example() -> bytes:
-    return convert(ROOT / "models" / "digits_qat.pb", input_ranges={"input": (-1.0, 1.0)})
+    return convert_bytes(ROOT / "models" / "digits_qat.pb", input_ranges={"input": (-1.0, 1.0)})
 
 
 def test_without_metadata_the_parameters_come_from_the_scales(example: bytes) -> None:
@@ -403,7 +403,7 @@ def _activation_graph(lo: float, hi: float, relu_hi: float) -> bytes:
 
 @pytest.mark.parametrize("lo, hi, relu_hi", [(-8.0, 8.0, 5.0), (-3.0, 1.5, 1.2), (-0.5, 12.0, 20.0)])
 def test_activations_equal_litert_on_every_int8_value(lo: float, hi: float, relu_hi: float) -> None:
-    tflite = convert(_activation_graph(lo, hi, relu_hi), input_ranges={"x": (lo, hi)},
+    tflite = convert_bytes(_activation_graph(lo, hi, relu_hi), input_ranges={"x": (lo, hi)},
                      outputs=["sigmoid_out", "tanh_out", "softmax_out", "relu6_out", "relu_out"])
     model = IntegerModel(tflite)
     assert {op.builtin for op in model.model.operators} >= {"LOGISTIC", "TANH", "SOFTMAX", "RELU6", "RELU"}

@@ -52,11 +52,11 @@ def test_command_line_takes_the_runtime_and_rounding(tmp_path) -> None:  # type:
     import sys
     from pathlib import Path
 
-    from qconvert.api import convert
+    from qconvert.api import convert_bytes
 
     root = Path(__file__).resolve().parents[2]
     model = tmp_path / "digits.tflite"
-    model.write_bytes(convert(root / "models" / "digits_qat.pb", input_ranges={"input": (-1.0, 1.0)}))
+    model.write_bytes(convert_bytes(root / "models" / "digits_qat.pb", input_ranges={"input": (-1.0, 1.0)}))
     np.save(tmp_path / "x.npy", np.random.default_rng(0).integers(-128, 128, (64, 1, 8, 8, 1)).astype(np.int8))
     outs = {}
     for args in ([], ["--runtime", "tflm"], ["--rounding", "single"], ["--rounding", "tonearest"]):

@@ -47,10 +47,10 @@ def _differing(tflite: bytes, runtime: str, n: int = 8) -> tuple[int, int]:
 
 
 def _corpus(name: str) -> bytes:
-    from qconvert.api import convert
+    from qconvert.api import convert_bytes
 
     m = corpus.build_model(name)
-    return convert(m.graph_def, input_ranges=dict(m.input_ranges),
+    return convert_bytes(m.graph_def, input_ranges=dict(m.input_ranges),
                    input_shapes={k: list(v) for k, v in m.shapes.items()}, inputs=list(m.inputs),
                    outputs=list(m.outputs))
 

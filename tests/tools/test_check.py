@@ -63,10 +63,10 @@ class Files:
         pytest.importorskip("tensorflow", reason="the corpus graphs are built with TensorFlow")
         import corpus
 
-        from qconvert.api import convert
+        from qconvert.api import convert_bytes
 
         m = corpus.build_model(name)
-        return self._write(name, convert(m.graph_def, input_ranges=dict(m.input_ranges),
+        return self._write(name, convert_bytes(m.graph_def, input_ranges=dict(m.input_ranges),
                                          input_shapes={k: list(v) for k, v in m.shapes.items()},
                                          inputs=list(m.inputs), outputs=list(m.outputs)))
 
@@ -469,7 +469,7 @@ def test_batch_manifest_target(four_bit_pb: tuple[Path, str], tmp_path: Path) ->
     assert r.returncode == 1 and record["status"] == "failed" and "ethos-u55-128 cannot run it" in record["error"]
     manifest.write_text('[defaults]\ntarget = "npu9"\n')  # a usage error naming where
     r = _qconvert("batch", str(pb), "--manifest", str(manifest))
-    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "[defaults]: unknown target 'npu9'" in r.stderr
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "[defaults]: target = 'npu9': unknown target 'npu9'" in r.stderr
 
 
 def test_vela_leaves_gather_to_the_cpu_with_its_reason(tmp_path: Path) -> None:
@@ -495,3 +495,26 @@ def test_vela_leaves_gather_to_the_cpu_with_its_reason(tmp_path: Path) -> None:
         r = subprocess.run([sys.executable, "-m", "qconvert", "check", str(path), "--target", "ethos-u55-128", *extra],
                            capture_output=True, text=True, cwd=ROOT, timeout=300)
         assert r.returncode == code, (extra, r.stdout, r.stderr)
+
+
+def test_targets_from_python(four_bit_pb: tuple[Path, str], tmp_path: Path) -> None:
+    """``qconvert.convert(..., target=...)`` does what ``convert --target`` does: the target's
+    choices (4-bit weights as int8 for Vela), the check of the written file in the record, and,
+    when a target cannot run the file, TargetError after writing it, the failed record attached."""
+    import qconvert
+    from qconvert.schema.reader import read_model
+
+    pb, rng = four_bit_pb
+    out = tmp_path / "u55.tflite"
+    result = qconvert.convert(pb, out, inputs_range=rng, target="ethos-u55-128")
+    assert "int4" not in {t.dtype for t in read_model(out.read_bytes()).tensors}
+    assert any("4-bit weights stored as int8" in n for n in result.notes)
+    assert result.record["status"] == "ok" and result.record["target_check"]["ok"]
+    assert result.target_check["targets"][0]["target"] == "ethos-u55-128"
+
+    packed = tmp_path / "packed.tflite"
+    with pytest.raises(qconvert.TargetError, match="ethos-u55-128 cannot run it") as info:
+        qconvert.convert(pb, packed, qconvert.ConvertOptions.of(inputs_range=rng, int4_storage="packed"),
+                         target=["ethos-u55-128"])
+    assert packed.is_file() and info.value.result.record["status"] == "failed"
+    assert "int4" in {t.dtype for t in read_model(packed.read_bytes()).tensors}

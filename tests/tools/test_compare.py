@@ -19,7 +19,7 @@ import pytest
 pytest.importorskip("tensorflow", reason="the models and the float oracle are built with TensorFlow")
 import corpus  # noqa: E402
 
-from qconvert.api import convert  # noqa: E402
+from qconvert.api import convert_bytes  # noqa: E402
 from qconvert.tools.compare import compare  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,7 +29,7 @@ NAME = "small_classifier"
 def _files(tmp: Path, m: corpus.CorpusModel) -> tuple[Path, Path, Path]:
     pb, tfl, data = tmp / f"{m.name}.pb", tmp / f"{m.name}.tflite", tmp / "x.npz"
     pb.write_bytes(m.graph_def)
-    tfl.write_bytes(convert(m.graph_def, m.input_ranges, m.shapes, m.inputs, m.outputs))
+    tfl.write_bytes(convert_bytes(m.graph_def, m.input_ranges, m.shapes, m.inputs, m.outputs))
     x = np.random.default_rng(7).uniform(-1, 1, (32, *m.shapes["input"][1:])).astype(np.float32)
     np.savez(data, input=x)
     return pb, tfl, data

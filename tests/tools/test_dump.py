@@ -37,7 +37,7 @@ def example_tflite(tmp_path_factory) -> Path:
     from qconvert import api
 
     path = tmp_path_factory.mktemp("dump") / "example_qat.tflite"
-    path.write_bytes(api.convert(str(EXAMPLE), {"input": (-1.0, 1.0)}))
+    path.write_bytes(api.convert_bytes(str(EXAMPLE), {"input": (-1.0, 1.0)}))
     return path
 
 
@@ -111,7 +111,7 @@ def test_tensorflow_and_qconvert_int8_files_match_interpreter(name: str, tmp_pat
 
     model = corpus.build_model(name)
     theirs = oracle.tf_convert(model)
-    ours = api.convert(model.graph_def, model.input_ranges, model.shapes, model.inputs, model.outputs)
+    ours = api.convert_bytes(model.graph_def, model.input_ranges, model.shapes, model.inputs, model.outputs)
     for label, data in (("tf", theirs), ("qconvert", ours)):
         path = tmp_path / f"{label}.tflite"
         path.write_bytes(data)
@@ -174,7 +174,7 @@ def test_golden_text_agrees_with_interpreter(capsys) -> None:
 
     from qconvert import api
 
-    interp = Interpreter(model_content=api.convert(str(EXAMPLE), {"input": (-1.0, 1.0)}))
+    interp = Interpreter(model_content=api.convert_bytes(str(EXAMPLE), {"input": (-1.0, 1.0)}))
     lines = GOLDEN.read_text().splitlines()
     start = next(k for k, line in enumerate(lines) if line.startswith("tensors ("))
     rows = {int(line.split()[0]): line.split() for line in lines[start + 2:] if line.strip() and line.split()[0].isdigit()}
@@ -329,7 +329,7 @@ def test_types_read_like_tensorflows_mlir_check_lines(name: str, tmp_path: Path,
 
     text = (TF_MLIR / f"{name}.pbtxt").read_text()
     path = tmp_path / f"{name}.tflite"
-    path.write_bytes(api.convert(str(TF_MLIR / f"{name}.pb"), {"input": (-33.614346, 21.54917)},
+    path.write_bytes(api.convert_bytes(str(TF_MLIR / f"{name}.pb"), {"input": (-33.614346, 21.54917)},
                                  {"input": [1, 1, 1, 256]}, ["input"], ["output"]))
     doc = dump_json(capsys, "--tensors", str(path))
     types = {t["name"]: t["type"] for t in doc["subgraphs"][0]["tensors"]}

@@ -1,0 +1,166 @@
+"""The conversion itself: a model in, TFLite bytes and the final IR out (no file written).
+
+``run_conversion`` loads the model (``frontend.load``), opens the calibration sources the
+options name, runs the pipeline and serialises the result. ``qconvert.api.convert`` adds
+what a user's job needs around it (targets, the atomic write, the report record);
+``convert_graph`` is the older keyword form, kept for callers of the 0.1 API.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Mapping, TextIO
+
+from qconvert import __version__
+from qconvert.calibration.calibrate import Calibration
+from qconvert.calibration.data import Samples, as_samples, open_samples
+from qconvert.calibration.stats import Stats
+from qconvert.converter.pipeline import run
+from qconvert.errors import ConversionError
+from qconvert.frontend.importer import import_graph
+from qconvert.frontend.load import read_nodes
+from qconvert.ir import Graph
+from qconvert.options import ConvertOptions
+from qconvert.schema.requant_metadata import METADATA_NAME, encode
+from qconvert.schema.writer import write_model
+
+
+@dataclass
+class Result:
+    model: bytes  # the .tflite (empty when stopped before the end)
+    graph: Graph  # the final IR
+    notes: list[str] = field(default_factory=list)  # for the user, one line each
+    stats: Stats | None = None  # the calibration statistics used (recorded, or merged from files)
+    output: str | None = None  # where it was written (qconvert.api.convert)
+    record: dict[str, Any] | None = None  # the report record (qconvert.api.convert; format: docs/formats.md)
+    target_check: dict[str, Any] | None = None  # `qconvert check` of the file written, with targets
+
+
+def run_conversion(model: bytes | str | os.PathLike, options: ConvertOptions, progress: Any = None,
+                   dump_to: TextIO | None = None, debug: bool = False, stop_before: str | None = None) -> Result:
+    """Convert ``model`` (a frozen GraphDef path or bytes, a SavedModel directory, a Keras file)
+    as ``options`` say. ``progress(done, total)`` hears about calibration samples;
+    ``dump_to`` takes ``options.dump_after``'s IR; ``debug`` checks invariants after every pass;
+    ``stop_before``: end before that stage (``Result.model`` is then empty)."""
+    with _no_cyclic_gc():
+        nodes, inputs, outputs = read_nodes(model, options.inputs, options.outputs)
+        graph = import_graph(nodes, inputs, outputs, options.input_shapes)
+        calibration = _calibration(graph, options, progress)
+        graph, ctx = run(graph, options, calibration, stop_before=stop_before, dump_to=dump_to, debug=debug)
+        recorded = calibration.recorded if calibration is not None else None
+        if stop_before is not None:
+            return Result(b"", graph, list(ctx.notes), recorded)
+        if not options.precision.dynamic_range:  # records describe the integer kernels (none: float activations)
+            graph.metadata[METADATA_NAME] = encode(ctx.requant, int16=options.precision.activations == "int16")
+        return Result(write_model(graph, description=_description()), graph, list(ctx.notes), recorded)
+
+
+def _calibration(graph: Graph, options: ConvertOptions, progress: Any) -> Calibration | None:
+    """The samples, statistics files and ranges file the options name, opened for the
+    calibrate stage (None: a QAT graph, every range from FakeQuants and input ranges)."""
+    c = options.calibration
+    if not c.given:
+        return None
+    loaded = None
+    if c.data is not None:
+        shapes = {n: graph.tensors[n].shape for n in graph.inputs}
+        if isinstance(c.data, Mapping):
+            missing = [n for n in shapes if n not in c.data]
+            if missing:
+                raise ConversionError(f"calibration data has no array for input '{missing[0]}'")
+            arrays = {n: as_samples(n, c.data[n], shapes[n], "calibration data") for n in shapes}
+            if c.samples is not None:
+                arrays = {n: a[:c.samples] for n, a in arrays.items()}
+            loaded = Samples.from_arrays(arrays)
+        else:
+            loaded = open_samples(c.data, shapes, c.samples, c.seed, c.image_size, c.mean, c.std)
+    if c.save_stats is not None and not Path(c.save_stats).resolve().parent.is_dir():  # before the samples run
+        raise ConversionError(f"cannot write '{c.save_stats}': directory '{Path(c.save_stats).parent}' does not exist")
+    return Calibration(loaded, c.batch, c.method, c.percentile, _read_ranges(c.ranges_file), progress,
+                       stats_files=list(c.stats), save_stats=c.save_stats, histograms=c.histograms,
+                       workers=c.workers, engine=_engine(c.engine), engine_name=c.engine)
+
+
+def _engine(name: str) -> Any:
+    if name == "numpy":
+        return None  # the calibrate stage's own executor
+    from qconvert.converter.litert_engine import prepare  # loads LiteRT only when asked for
+
+    return prepare
+
+
+def _read_ranges(source: Any) -> dict[str, tuple[float, float]]:
+    if source is None:
+        return {}
+    if isinstance(source, Mapping):
+        raw: Any = source
+    else:
+        try:
+            raw = json.loads(Path(source).read_text())
+        except OSError as exc:
+            raise ConversionError(f"cannot read ranges file '{source}': {exc.strerror}") from None
+        except ValueError as exc:
+            raise ConversionError(f"ranges file '{source}' is not valid JSON: {exc}") from None
+    if not isinstance(raw, Mapping):
+        raise ConversionError("ranges file: expected a JSON object of tensor name -> [min, max]")
+    out = {}
+    for name, pair in raw.items():
+        if (not isinstance(pair, (list, tuple)) or len(pair) != 2
+                or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in pair)):
+            raise ConversionError(f"ranges file: tensor '{name}' needs [min, max] numbers, got {pair!r}")
+        out[str(name)] = (float(pair[0]), float(pair[1]))
+    return out
+
+
+@contextlib.contextmanager
+def _no_cyclic_gc() -> Iterator[None]:
+    """Pause Python's cycle collector while converting. A conversion allocates a few
+    objects per node and frees almost none; the collector's repeated scans of them cost
+    30% of the time on a 125-layer graph and grow with the graph. Reference counting
+    still frees everything acyclic at once; cycles (a node and its edge lists) wait for
+    the first collection after the conversion."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def convert_graph(model: bytes | str | os.PathLike, input_ranges: Any = None, input_shapes: Any = None,
+                  inputs: Any = None, outputs: Any = None, *, dump_to: TextIO | None = None,
+                  check_each_pass: bool = False, progress: Any = None, stop_before: str | None = None,
+                  **options: Any) -> Result:
+    """The 0.1 API: :func:`run_conversion` with the options as keywords (their keys in
+    ``qconvert.options``; ``input_ranges`` for ``inputs_range``). Bad values are UsageErrors."""
+    given = {k: v for k, v in (("inputs_range", input_ranges), ("input_shapes", input_shapes), ("inputs", inputs),
+                               ("outputs", outputs)) if v is not None}
+    return run_conversion(model, ConvertOptions.of(**given, **options), progress=progress, dump_to=dump_to,
+                          debug=check_each_pass, stop_before=stop_before)
+
+
+def calibrate_graph(model: bytes | str | os.PathLike, calibration_data: Any, options: ConvertOptions | None = None,
+                    progress: Any = None, **keys: Any) -> Stats:
+    """Run the float graph on ``calibration_data`` and return its statistics (``Stats``; write
+    them with ``.save(path)``), without converting: one shard of a calibration that a
+    conversion with ``stats=[...]`` merges. ``keys`` change ``options`` (flat keys, as
+    :meth:`ConvertOptions.of`)."""
+    opts = (options or ConvertOptions()).replace(calibration_data=calibration_data, **keys)
+    result = run_conversion(model, opts, progress=progress, stop_before="prepare")
+    if result.stats is None:
+        raise ConversionError("the graph has no tensor to calibrate: every range comes from FakeQuants")
+    return result.stats
+
+
+def default_output(model: str | os.PathLike) -> Path:
+    return Path(model).with_suffix(".tflite")
+
+
+def _description() -> str:
+    return f"qconvert {__version__}"

@@ -1,0 +1,661 @@
+"""Every choice a user makes about a conversion, declared once: :class:`ConvertOptions`.
+
+Each option is one dataclass field whose metadata (:func:`option`) gives its help text, its
+command-line flag, its manifest key (which is also its keyword in ``qconvert.convert``) and
+its :class:`Kind`: how a value is read from the command line, from a TOML manifest or from a
+Python caller, and checked. From this one declaration come
+
+- the click options of ``qconvert convert`` and ``qconvert calibrate`` (``cli.py``),
+- the keys of a batch manifest (``tools/batch.py``),
+- the keyword arguments of ``qconvert.convert()`` (``api.py``),
+- ``docs/cli.md``, the option reference (``python -m qconvert.options``; a test keeps it equal).
+
+A bad value is a :class:`~qconvert.errors.UsageError` (exit 2) with one line naming the flag
+(command line) or the key (manifest, API), whichever way it came. The options are frozen:
+passes read them through ``Context.options``, typed, with the defaults declared here.
+
+May import: ``qconvert.errors`` and the standard library only (``qconvert --help`` builds
+its options from here, so this module stays light: no numpy).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import math
+import numbers
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping
+
+from qconvert.errors import UsageError
+
+# ---------------------------------------------------------------------------------- names
+
+TARGETS = ("litert", "litert-ref", "tflm", "ethos-u55-128", "ethos-u55-256", "ethos-u65-256", "ethos-u85-256")
+STAGES = ("import", "inputs", "legalize", "fold", "fuse", "calibrate", "prepare", "quantize")  # converter.pipeline
+CALIBRATION_METHODS = ("minmax", "percentile", "entropy", "mse")
+CALIBRATION_ENGINES = ("numpy", "litert")
+BLOCK_SIZES = (32, 64, 128, 256)
+
+
+def parse_targets(names: Any, allow_all: bool = True) -> list[str]:
+    """Target names (a list, or comma-separated text) in TARGETS order; ``all`` for every one;
+    none given = all. A UsageError naming the valid ones otherwise."""
+    wanted: set[str] = set()
+    for name in ([names] if isinstance(names, str) else list(names)):
+        if not isinstance(name, str):
+            raise UsageError(f"target {name!r}: a target name or a list of them")
+        for part in name.split(","):
+            part = part.strip()
+            if not part:
+                continue
+            if part == "all" and allow_all:
+                wanted.update(TARGETS)
+            elif part in TARGETS:
+                wanted.add(part)
+            else:
+                raise UsageError(f"unknown target '{part}'; targets: {', '.join(TARGETS)}{', all' if allow_all else ''}")
+    return [t for t in TARGETS if t in wanted] or list(TARGETS)
+
+
+# ---------------------------------------------------------------------------------- kinds
+
+
+class Bad(ValueError):
+    """A value an option cannot take; the text says why (the caller adds the flag or key)."""
+
+
+@dataclass(frozen=True)
+class Kind:
+    """How one option's values are read and checked.
+
+    ``text`` reads one command-line word; ``value`` reads what a manifest or a Python caller
+    gives (text is read as on the command line). Both raise :class:`Bad`."""
+
+    metavar: str = "VALUE"
+    repeat: bool = False  # the flag may be given several times (its values are a list)
+    flag_only: bool = False  # a switch: no value on the command line
+    text: Callable[[str], Any] = str
+    value: Callable[[Any], Any] | None = None  # default: text() on str, else as it is
+    path: bool = False  # a manifest value is a path relative to the manifest
+
+    def from_text(self, words: Any) -> Any:
+        if self.repeat:
+            return self.from_value(list(words))
+        return self.text(words)
+
+    def from_value(self, v: Any) -> Any:
+        if self.value is not None:
+            return self.value(v)
+        return self.text(v) if isinstance(v, str) else v
+
+
+def _choice(values: tuple[Any, ...]) -> Kind:
+    def read(v: Any) -> Any:
+        for c in values:
+            if v == c and not isinstance(v, bool) or (isinstance(c, int) and isinstance(v, str) and v == str(c)):
+                return c
+        raise Bad(f"expected one of {', '.join(map(str, values))}")
+    return Kind(metavar="|".join(map(str, values)), text=read, value=read)
+
+
+def _integer(minimum: int) -> Kind:
+    def read(v: Any) -> int:
+        try:
+            n = int(v) if isinstance(v, str) else v
+        except ValueError:
+            raise Bad("expected a whole number") from None
+        if not isinstance(n, numbers.Integral) or isinstance(n, bool):
+            raise Bad("expected a whole number")
+        n = int(n)
+        if n < minimum:
+            raise Bad(f"must be at least {minimum}")
+        return n
+    return Kind(metavar="N", text=read, value=read)
+
+
+def _number(check: Callable[[float], str | None]) -> Kind:
+    def read(v: Any) -> float:
+        try:
+            x = float(v) if isinstance(v, str) else v
+        except ValueError:
+            raise Bad("expected a number") from None
+        if not isinstance(x, numbers.Real) or isinstance(x, bool):
+            raise Bad("expected a number")
+        why = check(float(x))
+        if why:
+            raise Bad(why)
+        return float(x)
+    return Kind(metavar="X", text=read, value=read)
+
+
+def _flag() -> Kind:
+    def read(v: Any) -> bool:
+        if not isinstance(v, bool):
+            raise Bad("expected true or false")
+        return v
+    return Kind(flag_only=True, text=read, value=read)
+
+
+def parse_range(text: str) -> tuple[str | None, tuple[float, float]]:
+    """``[NAME=]MIN,MAX`` → (name or None, (min, max)), both finite and min < max (Bad otherwise)."""
+    name, sep, rng = str(text).rpartition("=")
+    if not sep:
+        name, rng = "", str(text)
+    parts = rng.split(",")
+    if len(parts) != 2:
+        raise Bad(f"'{text}': expected [NAME=]MIN,MAX, e.g. input=-1,1")
+    try:
+        lo, hi = float(parts[0]), float(parts[1])
+    except ValueError:
+        raise Bad(f"'{text}': MIN and MAX must be numbers, e.g. input=-1,1") from None
+    return name or None, _pair(lo, hi, text)
+
+
+def _pair(lo: Any, hi: Any, text: Any) -> tuple[float, float]:
+    if not all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in (lo, hi)):
+        raise Bad(f"{text!r}: MIN and MAX must be numbers")
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        raise Bad(f"'{text}': MIN and MAX must be finite")
+    if not lo < hi:
+        raise Bad(f"'{text}': MIN must be less than MAX")
+    return float(lo), float(hi)
+
+
+def _one_range(v: Any) -> tuple[float, float] | None:
+    if v is None:
+        return None
+    if isinstance(v, str):
+        name, rng = parse_range(v)
+        if name is not None:
+            raise Bad(f"'{v}': expected MIN,MAX")
+        return rng
+    if isinstance(v, (list, tuple)) and len(v) == 2:
+        return _pair(v[0], v[1], v)
+    raise Bad(f"{v!r}: expected MIN,MAX")
+
+
+def _input_ranges(v: Any) -> dict[str | None, tuple[float, float]]:
+    """"-1,1" | "input=-1,1" | ["a=0,1", ...] | {name: "-1,1" or [-1, 1] or (-1, 1)}."""
+    if isinstance(v, Mapping):
+        out: dict[str | None, tuple[float, float]] = {}
+        for name, rng in v.items():
+            if isinstance(rng, str):
+                out[name] = parse_range(rng)[1]
+            elif isinstance(rng, (list, tuple)) and len(rng) == 2:
+                out[name] = _pair(rng[0], rng[1], rng)
+            else:
+                raise Bad(f"{name}: {rng!r}: expected MIN,MAX")
+        return out
+    out = {}
+    for text in ([v] if isinstance(v, str) else list(v)):
+        name, rng = parse_range(str(text))
+        if name in out:
+            raise Bad(f"range for {name or 'the input'} given twice")
+        out[name] = rng
+    return out
+
+
+def _shape_text(text: str) -> tuple[str, tuple[int, ...]]:
+    name, sep, dims = str(text).partition("=")
+    if not sep or not name:
+        raise Bad(f"'{text}': expected NAME=D0,D1,..., e.g. input=1,224,224,3")
+    return name, _dims(dims.split(","), text)
+
+
+def _dims(dims: Any, text: Any) -> tuple[int, ...]:
+    try:
+        shape = tuple(int(d) for d in dims)
+    except (TypeError, ValueError):
+        raise Bad(f"'{text}': dimensions must be integers") from None
+    if not shape or any(d <= 0 for d in shape):
+        raise Bad(f"'{text}': dimensions must be positive")
+    return shape
+
+
+def _input_shapes(v: Any) -> dict[str, tuple[int, ...]]:
+    """{name: [1, 28, 28, 1] or "1,28,28,1"} | ["name=1,28,28,1", ...]."""
+    if isinstance(v, Mapping):
+        return {str(k): _dims(d if not isinstance(d, str) else d.split(","), d) for k, d in v.items()}
+    return dict(_shape_text(t) for t in ([v] if isinstance(v, str) else list(v)))
+
+
+def _names(v: Any) -> tuple[str, ...] | None:
+    if v is None:
+        return None
+    items = [v] if isinstance(v, str) else list(v)
+    out = tuple(n.strip() for item in items for n in str(item).split(",") if n.strip())
+    return out or None
+
+
+def _numbers(kind: type, count: int | None = None) -> Callable[[Any], tuple[Any, ...] | None]:
+    def read(v: Any) -> tuple[Any, ...] | None:
+        if v is None:
+            return None
+        items = v.split(",") if isinstance(v, str) else (list(v) if isinstance(v, (list, tuple)) else [v])
+        try:
+            values = tuple(kind(x) for x in items)
+        except (TypeError, ValueError):
+            raise Bad(f"'{v}': expected numbers separated by commas") from None
+        if count is not None and len(values) != count:
+            raise Bad(f"'{v}': expected {count} numbers")
+        return values
+    return read
+
+
+def _stages(v: Any) -> tuple[str, ...]:
+    out = tuple([v] if isinstance(v, str) else list(v))
+    for s in out:
+        if s not in STAGES:
+            raise Bad(f"'{s}' is not a stage; stages: {', '.join(STAGES)}")
+    return out
+
+
+def _data(v: Any) -> Any:
+    """A path (str or PathLike) or, from Python, a mapping of input name to an [N, ...] array."""
+    if v is None or isinstance(v, Mapping):
+        return v
+    if isinstance(v, (str, os.PathLike)):
+        return os.fspath(v)
+    raise Bad(f"{type(v).__name__}: expected a path or a mapping of input name to samples")
+
+
+def _path(v: Any) -> str | None:
+    if v is None:
+        return None
+    if isinstance(v, (str, os.PathLike)):
+        return os.fspath(v)
+    raise Bad(f"{v!r}: expected a path")
+
+
+def _stats_files(v: Any) -> tuple[str, ...]:
+    """Files (globs expanded in name order: quoted globs reach us unexpanded)."""
+    files: list[str] = []
+    for item in ([v] if isinstance(v, (str, os.PathLike)) else list(v)):
+        item = _path(item)
+        if any(c in item for c in "*?[") and not os.path.exists(item):
+            found = sorted(glob.glob(item))
+            if not found:
+                raise Bad(f"'{item}' matches no file")
+            files += found
+        else:
+            files.append(item)
+    return tuple(files)
+
+
+def _targets(v: Any) -> tuple[str, ...]:
+    if not v:
+        return ()
+    try:
+        return tuple(parse_targets(v, allow_all=False))
+    except UsageError as exc:
+        raise Bad(str(exc)) from None
+
+
+RANGES = Kind(metavar="[NAME=]MIN,MAX", repeat=True, value=_input_ranges)
+SHAPES = Kind(metavar="NAME=D0,D1,...", repeat=True, value=_input_shapes)
+NAMES = Kind(metavar="NAME[,NAME]", repeat=True, value=_names)
+RANGE = Kind(metavar="MIN,MAX", text=_one_range, value=_one_range)
+DATA = Kind(metavar="PATH", text=_data, value=_data, path=True)
+PATH = Kind(metavar="FILE", text=_path, value=_path, path=True)
+STATS = Kind(metavar="FILE...", repeat=True, value=_stats_files, path=True)
+TARGET_NAMES = Kind(metavar="NAME", repeat=True, value=_targets)
+STAGE_NAMES = Kind(metavar="STAGE", repeat=True, value=_stages)
+
+
+def option(default: Any, kind: Kind, help: str, flag: str | None = None, key: str | None = None,
+           manifest: bool = True, calibrate: bool = False, show_default: bool = True) -> Any:
+    """One option: a dataclass field with its flag, key and kind. ``flag`` defaults to the
+    field name with dashes; ``key`` (manifest key and API keyword) to the field name;
+    ``manifest=False`` keeps it out of manifests (per-run debugging); ``calibrate``: also an
+    option of ``qconvert calibrate``."""
+    meta = {"kind": kind, "help": help, "flag": flag, "key": key, "manifest": manifest, "calibrate": calibrate,
+            "show_default": show_default}
+    if isinstance(default, (dict, list)):
+        return field(default_factory=type(default), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+# ---------------------------------------------------------------------------------- options
+
+
+@dataclass(frozen=True)
+class CalibrationOptions:
+    """Where the ranges of a float graph's tensors come from (calibration; README: calibration)."""
+
+    data: Any = option(
+        None, DATA, flag="--calibration-data", key="calibration_data", calibrate=True,
+        help="Float graphs: .npz (an array per input), .npy (one input), a directory of them or of images, or a "
+             "quoted glob ('shards/*.npz'); samples on axis 0, read a batch at a time. Ranges of tensors without "
+             "a FakeQuant come from running the graph on them.")
+    samples: int | None = option(
+        None, _integer(1), flag="--calibration-samples", key="calibration_samples", calibrate=True,
+        help="Use N samples (drawn with --seed when there are more).")
+    batch: int = option(1, _integer(1), flag="--calibration-batch", key="calibration_batch", calibrate=True,
+                        help="Samples run at once while calibrating.")
+    workers: int | None = option(
+        None, _integer(1), flag="--calibration-workers", key="calibration_workers", calibrate=True,
+        help="Threads running the samples (default: the cores, at most 4); the ranges do not depend on it.")
+    engine: str = option(
+        "numpy", _choice(CALIBRATION_ENGINES), flag="--calibration-engine", key="calibration_engine", calibrate=True,
+        help="What runs the float model: numpy (qconvert's kernels) or litert (LiteRT's XNNPACK kernels, about 3x "
+             "faster; ranges equal within float32 rounding, not bit for bit).")
+    method: str = option(
+        "minmax", _choice(CALIBRATION_METHODS), flag="--calibration-method", key="calibration_method",
+        calibrate=True,
+        help="minmax: min and max over all samples (TensorFlow's); percentile: clip at --percentile; entropy: KL "
+             "divergence (TensorRT); mse: the clipping with least quantization error.")
+    percentile: float = option(
+        99.99, _number(lambda x: None if 50.0 < x <= 100.0 else "expected a value in (50, 100]"), calibrate=True,
+        help="For --calibration-method percentile.")
+    seed: int = option(0, _integer(-2**63), calibrate=True, help="Seed for drawing calibration samples.")
+    image_size: tuple[int, int] | None = option(
+        None, Kind(metavar="H,W", text=_numbers(int, 2), value=_numbers(int, 2)), calibrate=True,
+        help="Images as calibration data: their size (default: the input's).")
+    mean: tuple[float, ...] = option(
+        (0.0,), Kind(metavar="M[,M,M]", text=_numbers(float), value=_numbers(float)), calibrate=True,
+        help="Images: subtracted from the pixels (0..255), per channel or one value.")
+    std: tuple[float, ...] = option(
+        (1.0,), Kind(metavar="S[,S,S]", text=_numbers(float), value=_numbers(float)), calibrate=True,
+        help="Images: the pixels minus --mean are divided by this.")
+    ranges_file: Any = option(
+        None, Kind(metavar="FILE", text=_path, value=lambda v: v if isinstance(v, Mapping) else _path(v), path=True),
+        help="JSON {tensor: [min, max]}: ranges by hand; they override calibration (from Python, also a mapping).")
+    stats: tuple[str, ...] = option(
+        (), STATS,
+        help="Statistics files from `qconvert calibrate --save-stats` (shards of the data): merged, in place of "
+             "--calibration-data. Globs and several files after one --stats are taken.")
+    save_stats: str | None = option(
+        None, Kind(metavar="FILE.npz", text=_path, value=_path, path=True), calibrate=True,
+        help="Also write this run's calibration statistics (see `qconvert calibrate`).")
+    histograms: bool = option(
+        False, _flag(), calibrate=True,
+        help="Record histograms even for minmax, so that a --save-stats file serves every --calibration-method.")
+
+    @property
+    def given(self) -> bool:
+        """Whether any source of calibrated ranges was given (data, statistics or a ranges file)."""
+        return self.data is not None or bool(self.stats) or self.ranges_file is not None
+
+
+@dataclass(frozen=True)
+class PrecisionOptions:
+    """What is stored in how many bits, and what may stay float."""
+
+    activations: str = option(
+        "int8", _choice(("int8", "int16")), calibrate=True,
+        help="Float graphs with --calibration-data: int16 is TensorFlow's 16x8 mode (int16 activations, int8 "
+             "weights, int64 biases).")
+    weights: str = option(
+        "int8", _choice(("int8", "int4")),
+        help="Weights without FakeQuant (float graphs): int8, or int4 per channel for CONV_2D and FULLY_CONNECTED "
+             "(INT4 tensors, scale max|w|/7; activations stay int8).")
+    block_size: int | None = option(
+        None, _choice(BLOCK_SIZES),
+        help="With --weights int4: FULLY_CONNECTED weights in blocks of N inputs with FLOAT16 scales, activations "
+             "float (dynamic range; LiteRT's XNNPACK runs it).")
+    int4_storage: str | None = option(
+        None, _choice(("packed", "int8")),
+        help="4-bit weights: packed INT4 (TensorFlow's, the default; CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED) "
+             "or int8 in [-7, 7] for runtimes without INT4 (Vela; the default for such --target).")
+    low_bit_activations: str = option(
+        "error", _choice(("error", "8bit")),
+        help="Activation FakeQuants under 8 bits: fail, or quantize their range at 8-bit resolution (a note per "
+             "tensor).")
+    default_ranges: tuple[float, float] | None = option(
+        None, RANGE,
+        help="Range for every tensor with none (dummy quantization, for experiments; each use is reported).")
+    allow_float: bool = option(
+        False, _flag(),
+        help="Leave ops that cannot be quantized in float (DEQUANTIZE/QUANTIZE around them) instead of failing.")
+
+    @property
+    def dynamic_range(self) -> bool:
+        """Activations stay float (blockwise weights): no ranges, no calibration, no int8 ops."""
+        return self.block_size is not None
+
+
+@dataclass(frozen=True)
+class ConvertOptions:
+    """Everything a user chooses about one conversion. Build it with :meth:`of` (flat keys, as
+    in a manifest), :meth:`from_cli` or :meth:`from_manifest`; it is checked when built."""
+
+    input_ranges: Mapping[str | None, tuple[float, float]] = option(
+        {}, RANGES, flag="--inputs-range", key="inputs_range", calibrate=True,
+        help="Float range of an input; NAME may be left out when there is one input. Repeatable.")
+    input_shapes: Mapping[str, tuple[int, ...]] = option(
+        {}, SHAPES, calibrate=True,
+        help="Shape of an input (default: from the placeholder, unknown batch -> 1). Repeatable.")
+    inputs: tuple[str, ...] | None = option(None, NAMES, calibrate=True,
+                                            help="Input placeholders or internal tensors (default: all placeholders).")
+    outputs: tuple[str, ...] | None = option(None, NAMES, calibrate=True, help="Output nodes (default: graph sinks).")
+    calibration: CalibrationOptions = field(default_factory=CalibrationOptions)
+    precision: PrecisionOptions = field(default_factory=PrecisionOptions)
+    targets: tuple[str, ...] = option(
+        (), TARGET_NAMES, flag="--target", key="target",
+        help="Convert for this runtime (" + ", ".join(TARGETS) + "; repeatable): choices follow it, and `qconvert "
+             "check` runs on the file written; exit 1 when a target cannot run it.")
+    dump_after: tuple[str, ...] = option(
+        (), STAGE_NAMES, manifest=False,
+        help="Print the IR after this stage: import or a pipeline stage (docs/architecture.md). Repeatable.")
+
+    def __post_init__(self) -> None:
+        _check(self)
+
+    # -- building -------------------------------------------------------------------
+
+    @classmethod
+    def of(cls, **values: Any) -> ConvertOptions:
+        """From flat keys (``calibration_data=…``, ``inputs_range=…``, as a manifest names them;
+        the older Python names ``input_ranges`` and ``targets`` are taken too). Unknown keys and
+        bad values are UsageErrors naming the key."""
+        return cls().replace(**values)
+
+    def replace(self, **values: Any) -> ConvertOptions:
+        """A copy with some options changed (flat keys, as :meth:`of`)."""
+        specs = _by_key()
+        groups: dict[str, dict[str, Any]] = {"": {}, "calibration": {}, "precision": {}}
+        for key, value in values.items():
+            spec = specs.get(_ALIASES.get(key, key))
+            if spec is None:
+                raise UsageError(f"unknown option '{key}'; options: {', '.join(sorted(specs))}")
+            groups[spec.group][spec.attr] = spec.read_value(value, f"{spec.key} = {value!r}")
+        return _build(self, groups)
+
+    @classmethod
+    def from_cli(cls, words: Mapping[str, Any], command: str = "convert") -> ConvertOptions:
+        """From click's values, keyed by option key (None or empty = not given)."""
+        groups: dict[str, dict[str, Any]] = {"": {}, "calibration": {}, "precision": {}}
+        for spec in specs_for(command):
+            raw = words.get(spec.key)
+            if raw is None or (spec.kind.repeat and not raw) or (spec.kind.flag_only and raw is False):
+                continue
+            where = spec.flag if spec.kind.repeat or spec.kind.flag_only else f"{spec.flag} {raw}"
+            groups[spec.group][spec.attr] = spec.read(lambda: spec.kind.from_text(raw), where)
+        return _build(cls(), groups)
+
+    @classmethod
+    def from_manifest(cls, table: Mapping[str, Any], base: Path, where: str) -> ConvertOptions:
+        """From a manifest table (only option keys; the caller removes its own), paths
+        relative to ``base``. Unknown keys and bad values are UsageErrors naming ``where`` and the key."""
+        return _build(cls(), cls.check_table(table, base, where), where)
+
+    @staticmethod
+    def check_table(table: Mapping[str, Any], base: Path, where: str) -> dict[str, dict[str, Any]]:
+        """Each value of a manifest table read and checked alone (not the rules between them):
+        the values by group and field."""
+        specs = {s.key: s for s in manifest_specs()}
+        groups: dict[str, dict[str, Any]] = {"": {}, "calibration": {}, "precision": {}}
+        for key, value in table.items():
+            spec = specs.get(key)
+            if spec is None:
+                raise UsageError(f"{where}: unknown key {key!r}")
+            if spec.kind.path:
+                value = _relative(value, base)
+            groups[spec.group][spec.attr] = spec.read_value(value, f"{where}: {key} = {value!r}")
+        return groups
+
+    # -- reading --------------------------------------------------------------------
+
+    def flat(self) -> dict[str, Any]:
+        """Every option by key (the inverse of :meth:`of`)."""
+        return {s.key: s.get(self) for s in SPECS}
+
+    def changed(self) -> dict[str, Any]:
+        """The options that differ from their defaults, by key."""
+        base = ConvertOptions()
+        return {s.key: s.get(self) for s in SPECS if s.get(self) != s.get(base)}
+
+
+_ALIASES = {"input_ranges": "inputs_range", "targets": "target"}
+
+
+def _relative(value: Any, base: Path) -> Any:
+    if isinstance(value, list):
+        return [_relative(v, base) for v in value]
+    return str(base / str(value)) if isinstance(value, str) else value
+
+
+def _build(start: ConvertOptions, groups: Mapping[str, Mapping[str, Any]], where: str | None = None
+           ) -> ConvertOptions:
+    try:
+        return dataclasses.replace(
+            start, **groups[""],
+            calibration=dataclasses.replace(start.calibration, **groups["calibration"]),
+            precision=dataclasses.replace(start.precision, **groups["precision"]))
+    except UsageError as exc:
+        if where is None:
+            raise
+        raise UsageError(f"{where}: {exc}") from None
+
+
+def _check(o: ConvertOptions) -> None:
+    """The rules between options (each alone was checked when read)."""
+    c, p = o.calibration, o.precision
+    if c.stats and c.data is not None:
+        raise UsageError("give --calibration-data or --stats, not both (statistics already hold the samples)")
+    if c.save_stats is not None and c.data is None:
+        raise UsageError("--save-stats records statistics of --calibration-data: give the data")
+    has_data = c.data is not None or bool(c.stats)
+    if p.activations == "int16" and (not has_data and c.ranges_file is None or p.block_size is not None
+                                     or p.default_ranges is not None):
+        raise UsageError("--activations int16 is TensorFlow's 16x8 post-training mode: it needs --calibration-data "
+                         "(or --ranges-file) and takes neither --block-size nor --default-ranges")
+    if p.activations == "int16" and p.weights == "int4":
+        raise UsageError("--weights int4 writes int8 activations (LiteRT's INT4 kernels take int8 inputs); "
+                         "use --activations int16 with int8 weights")
+    if p.block_size is not None:
+        bad = [t for t in o.targets if t != "litert"]
+        if bad:
+            raise UsageError(f"--block-size with --target {bad[0]}: blockwise INT4 weights run only in LiteRT's "
+                             f"XNNPACK (--target litert); drop --block-size (per-channel --weights int4) for {bad[0]}")
+        if p.weights != "int4":
+            raise UsageError(f"--block-size {p.block_size}: blockwise weights are int4 (--weights int4) in blocks of "
+                             f"{', '.join(map(str, BLOCK_SIZES))}")
+        if has_data or c.ranges_file is not None:
+            raise UsageError("--block-size keeps activations float (dynamic range): drop --calibration-data and "
+                             "--ranges-file, or drop --block-size for int8 activations with int4 weights")
+
+
+# ---------------------------------------------------------------------------------- the declaration
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One option as declared: where it lives in :class:`ConvertOptions` and how it is read."""
+
+    group: str  # "" (top level), "calibration" or "precision"
+    attr: str  # the field name in its group
+    key: str  # manifest key and API keyword
+    flag: str  # command-line flag
+    kind: Kind
+    help: str
+    default: Any
+    manifest: bool
+    calibrate: bool
+    show_default: bool
+
+    def get(self, options: ConvertOptions) -> Any:
+        return getattr(getattr(options, self.group) if self.group else options, self.attr)
+
+    def read(self, thunk: Callable[[], Any], where: str) -> Any:
+        try:
+            return thunk()
+        except Bad as exc:
+            text = str(exc)
+            quoted, sep, rest = text[1:].partition("': ")
+            if text.startswith("'") and sep and quoted in where:  # the value is named once
+                text = rest
+            raise UsageError(f"{where}: {text}") from None
+
+    def read_value(self, value: Any, where: str) -> Any:
+        if value is None and self.default is None:  # "not given", from Python
+            return None
+        return self.read(lambda: self.kind.from_value(value), where)
+
+
+def _specs() -> tuple[Spec, ...]:
+    out = []
+    for group, cls in (("", ConvertOptions), ("calibration", CalibrationOptions), ("precision", PrecisionOptions)):
+        for f in dataclasses.fields(cls):
+            m = f.metadata
+            if "kind" not in m:
+                continue
+            default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+            out.append(Spec(group, f.name, m["key"] or f.name, m["flag"] or "--" + f.name.replace("_", "-"),
+                            m["kind"], m["help"], default, m["manifest"], m["calibrate"], m["show_default"]))
+    return tuple(out)
+
+
+SPECS: tuple[Spec, ...] = _specs()
+
+
+def _by_key() -> dict[str, Spec]:
+    return {s.key: s for s in SPECS}
+
+
+def specs_for(command: str) -> list[Spec]:
+    """The options a command takes, in declaration order: ``convert`` all but --histograms;
+    ``calibrate`` those marked for it."""
+    if command == "calibrate":
+        return [s for s in SPECS if s.calibrate]
+    return [s for s in SPECS if s.key != "histograms"]
+
+
+def manifest_specs() -> list[Spec]:
+    return [s for s in SPECS if s.manifest]
+
+
+def iter_help() -> Iterator[tuple[Spec, str]]:
+    """(spec, help with its default) for the docs and the command line."""
+    for s in SPECS:
+        shown = s.show_default and not (s.default is None or s.default is False or s.default in ((), {}))
+        default = ",".join(map(str, s.default)) if isinstance(s.default, tuple) else s.default
+        yield s, s.help + (f" [default: {default}]" if shown else "")
+
+
+def reference() -> str:
+    """docs/cli.md's option table: one row per option, with its flag, manifest key, value and default."""
+    lines = ["# Conversion options", "",
+             "Generated from `qconvert/options.py` (`python -m qconvert.options > docs/cli.md`); a test keeps it "
+             "equal. Every option is a command-line flag of `qconvert convert` (those marked * also of "
+             "`qconvert calibrate`), a key of a batch manifest's `[defaults]` and `[[model]]` tables (relative "
+             "paths are relative to the manifest), and a keyword of `qconvert.convert()` and "
+             "`ConvertOptions.of()`.", "",
+             "| flag | manifest key / keyword | value | default | what it does |", "|---|---|---|---|---|"]
+    for s, text in iter_help():
+        value = "(switch)" if s.kind.flag_only else s.kind.metavar + (" (repeatable)" if s.kind.repeat else "")
+        default = "" if s.default is None or s.default in ((), {}) else (
+            ",".join(map(str, s.default)) if isinstance(s.default, tuple) else str(s.default))
+        key = s.key if s.manifest else f"{s.key} (not in manifests)"
+        lines.append(f"| `{s.flag}`{' *' if s.calibrate else ''} | `{key}` | `{value}` | {default} | "
+                     f"{s.help.replace('|', '/')} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.stdout.write(reference())
