@@ -7,8 +7,8 @@
    compared only in ``ops/`` (the table), ``frontend/`` and ``legalize/`` (the TensorFlow
    legalization map) and ``quant/multipliers.py`` (TFLite's fused-activation enum, whose
    names are RELU, RELU6, ...); TensorFlow op names only in ``frontend/`` and ``legalize/``.
-3. Every package says what it owns and what it may import, and the README's pipeline
-   table is the pipeline's ``STAGES``.
+3. Every package says what it owns and what it may import. (The stage table of
+   docs/architecture.md is checked against ``STAGES`` in tests/test_docs.py.)
 """
 
 from __future__ import annotations
@@ -89,13 +89,3 @@ def test_every_package_says_what_it_owns_and_may_import() -> None:
         doc = ast.get_docstring(ast.parse(init.read_text())) or ""
         assert "May import" in doc, f"{init.relative_to(ROOT)}: its docstring must say what it may import"
 
-
-def test_readme_pipeline_table_is_the_stages() -> None:
-    from qconvert.converter.pipeline import STAGES
-
-    readme = (ROOT / "README.md").read_text()
-    rows = [line for line in readme.splitlines() if line.startswith("| `") and "` | `qconvert/" in line]
-    listed = [r.split("`")[1] for r in rows]
-    assert listed == [s.name for s in STAGES], "README's pipeline table differs from converter.pipeline.STAGES"
-    for stage, r in zip(STAGES, rows):
-        assert f"`qconvert/{stage.package}/`" in r and stage.summary in r, r

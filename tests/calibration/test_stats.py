@@ -310,7 +310,7 @@ def test_cli_refuses_statistics_it_cannot_use(float_model, tmp_path: Path) -> No
 
 
 def test_dask_shards_give_the_same_tflite_as_one_process(float_model, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    """The README's Dask recipe: a LocalCluster of worker processes calibrates 4 shards at
+    """The Dask recipe of docs/calibration.md: a LocalCluster of worker processes calibrates 4 shards at
     once (``calibrate_graph`` returns a picklable Stats), the driver merges them by
     ``convert_graph(stats=...)``. Oracle: one process over all the samples."""
     distributed = pytest.importorskip("distributed", reason="Dask is an optional extra (pip install 'qconvert[dask]')")

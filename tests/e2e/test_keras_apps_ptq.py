@@ -47,7 +47,7 @@ def test_bit_exact_with_tensorflows_ptq_given_its_ranges(name: str, monkeypatch:
     model = oracle.FloatGraph(pb, ["input"], ["Identity"], {"input": shape})
     theirs = oracle.tf_ptq_convert(model, samples)
     stats, calibrated = oracle.tf_calibration_statistics(model, samples)
-    oracle.use_tensorflows_rsqrt(monkeypatch)  # BatchNorm folding: TF's CPU rsqrt (README, "Where we differ")
+    oracle.use_tensorflows_rsqrt(monkeypatch)  # BatchNorm folding: TF's CPU rsqrt (docs/differences.md, "Where we differ")
     unpaired = oracle.use_tensorflows_statistics(monkeypatch, stats, calibrated, samples)
     assert not unpaired, f"tensors with no TensorFlow range: {unpaired[:5]}"
     ours = convert_graph(pb, inputs=["input"], outputs=["Identity"], calibration_data=samples).model

@@ -461,7 +461,7 @@ def test_qat_graph_matches_tensorflow(name: str) -> None:
         _assert_close_to_training_graph(pb, ours)
         return
     # the same compute ops and versions; shape-only ops may differ (TensorFlow writes a Squeeze as
-    # RESHAPE, merges RESHAPE chains and may move a unary op across one: README, where we differ)
+    # RESHAPE, merges RESHAPE chains and may move a unary op across one: docs/differences.md)
     assert sorted(o for o in _ops(ours) if o[0] not in SHAPE_ONLY) == \
         sorted(o for o in _ops(theirs) if o[0] not in SHAPE_ONLY)
     oracle.compare_models(ours, theirs, n_inputs=32, seed=3)
