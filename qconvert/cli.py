@@ -244,7 +244,7 @@ def merge_reports(reports: tuple[str, ...], output: str, debug: bool) -> None:
 
 @cli.command()
 @click.argument("model", type=click.Path(path_type=str))
-@click.option("--json", "as_json", is_flag=True, help="One JSON document instead of text (shape: see README).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON document instead of text (shape: docs/formats.md).")
 @click.option("--ops", "sel_ops", is_flag=True, help="Only the operators (with requant checks) and totals.")
 @click.option("--tensors", "sel_tensors", is_flag=True, help="Only the tensors and totals.")
 @click.option("--metadata", "sel_metadata", is_flag=True, help="Only the model header and metadata entries.")
@@ -310,7 +310,7 @@ def run(model: str, input_path: str, output: str | None, trace: bool, quantize_i
 @click.option("--target", "targets", multiple=True, metavar="NAME",
               help="litert, litert-ref, tflm, ethos-u55-128, ethos-u55-256, ethos-u65-256, ethos-u85-256, or all "
                    "(repeatable; default: all).")
-@click.option("--json", "as_json", is_flag=True, help="One JSON document instead of text (shape: see README).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON document instead of text (shape: docs/formats.md).")
 @click.option("--inputs", "n_inputs", type=click.IntRange(min=1), default=8, show_default=True, metavar="N",
               help="Random inputs to run (LiteRT, TFLite Micro).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed for the random inputs.")

@@ -323,7 +323,7 @@ def option(default: Any, kind: Kind, help: str, flag: str | None = None, key: st
 
 @dataclass(frozen=True)
 class CalibrationOptions:
-    """Where the ranges of a float graph's tensors come from (calibration; README: calibration)."""
+    """Where the ranges of a float graph's tensors come from (docs/calibration.md)."""
 
     data: Any = option(
         None, DATA, flag="--calibration-data", key="calibration_data", calibrate=True,

@@ -7,7 +7,7 @@ Every pass is ``pass(graph, ctx) -> bool`` (True when it changed the graph); ``c
 IR's invariants after each stage (after each pass with ``--debug``), so a broken invariant
 names the stage, or the pass, that broke it. ``--dump-after STAGE`` prints the IR after a
 stage, ``stop_before`` ends before one (``compare`` takes the float model that way, before
-``calibrate``), and the README's pipeline table is this list.
+``calibrate``), and docs/architecture.md's stage table is this list.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ from qconvert.quantize_pass.regroup import regroup_splits
 class Stage:
     name: str
     package: str  # where its passes live
-    summary: str  # one line for --help and the README
+    summary: str  # one line for docs/architecture.md's stage table
     passes: tuple[Pass, ...]
 
 
