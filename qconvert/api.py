@@ -17,15 +17,13 @@ May import: ``qconvert.converter`` (the conversion), ``qconvert.options``, ``qco
 
 from __future__ import annotations
 
-import hashlib
 import os
-import re
 import time
-from typing import Any, Sequence, TextIO
+from typing import Any, TextIO
 
-from qconvert.calibration.stats import Stats
 from qconvert.converter.conversion import Result, calibrate_graph, convert_graph, default_output, run_conversion
-from qconvert.errors import ConversionError, UsageError
+from qconvert.converter.record import build_record
+from qconvert.errors import ConversionError
 from qconvert.io import write_atomic
 from qconvert.options import ConvertOptions
 
@@ -75,19 +73,17 @@ def convert(model: bytes | str | os.PathLike, output: str | os.PathLike | None =
     if output is not None:
         result.output = os.fspath(output)
         write_atomic(result.output, result.model)
-    label = os.fspath(model) if not isinstance(model, (bytes, bytearray)) else "<bytes>"
-    result.record = build_record(label, result.output or "", result.model, result.notes,
-                                 seconds=time.perf_counter() - t0)
+    result.source = os.fspath(model) if not isinstance(model, (bytes, bytearray)) else "<bytes>"
+    result.seconds = time.perf_counter() - t0
     if opts.targets and result.output is not None:
         from qconvert.tools.check import check_model
         from qconvert.tools.targets import cannot_run
 
-        result.target_check = result.record["target_check"] = check_model(result.output, list(opts.targets))
+        result.target_check = check_model(result.output, list(opts.targets))
         failure = cannot_run(result.target_check)
         if failure is not None:
-            message = f"wrote {result.output}, but {failure}"
-            result.record["status"], result.record["error"] = "failed", message
-            raise TargetError(message, result)
+            result.failure = f"wrote {result.output}, but {failure}"
+            raise TargetError(result.failure, result)
     return result
 
 
@@ -98,45 +94,9 @@ def convert_bytes(model: bytes | str | os.PathLike, input_ranges: Any = None, in
     return convert_graph(model, input_ranges, input_shapes, inputs, outputs, **keys).model
 
 
-# ---------------------------------------------------------------- the report record
+def __getattr__(name: str) -> Any:
+    if name == "Stats":  # the calibration statistics: loaded when asked for, not by every conversion
+        from qconvert.calibration import stats
 
-_NODE_RE = re.compile(r"node '([^']+)'")
-
-
-def _io_records(info: Any, indices: Sequence[int]) -> list[dict]:
-    out = []
-    for i in indices:
-        t = info.tensors[i]
-        out.append({"name": t.name, "dtype": t.dtype, "shape": list(t.shape),
-                    "scale": float(t.scale[0]) if t.scale else None,
-                    "zero_point": int(t.zero_point[0]) if t.zero_point else None})
-    return out
-
-
-def build_record(model: str, output: str, data: bytes | None = None, notes: Sequence[str] = (),
-                 error: BaseException | str | None = None, seconds: float = 0.0) -> dict:
-    """One report record (docs/formats.md): the same for ``convert --report``, ``batch`` and
-    :func:`convert`; with ``error``, the record of a failed conversion."""
-    rec: dict[str, Any] = {"model": str(model), "output": str(output), "status": "ok" if error is None else "failed",
-                           "error": None, "node": None, "inputs": [], "outputs": [], "op_histogram": {},
-                           "float_ops": 0, "bytes": None, "sha256": None, "seconds": round(seconds, 3),
-                           "notes": list(notes)}
-    if error is not None:
-        msg = str(error) if isinstance(error, (str, ConversionError, UsageError)) else f"{type(error).__name__}: {error}"
-        rec["error"] = msg
-        m = _NODE_RE.search(msg)
-        rec["node"] = m.group(1) if m else None
-        return rec
-    from qconvert.schema.reader import read_model
-
-    info = read_model(data)
-    hist: dict[str, int] = {}
-    float_ops = 0
-    for op in info.operators:
-        hist[op.builtin] = hist.get(op.builtin, 0) + 1
-        if any(0 <= i < len(info.tensors) and info.tensors[i].dtype == "float32" for i in [*op.inputs, *op.outputs]):
-            float_ops += 1
-    rec.update(inputs=_io_records(info, info.inputs), outputs=_io_records(info, info.outputs),
-               op_histogram=dict(sorted(hist.items())), float_ops=float_ops, bytes=len(data),
-               sha256=hashlib.sha256(data).hexdigest())
-    return rec
+        return stats.Stats
+    raise AttributeError(f"module 'qconvert.api' has no attribute '{name}'")

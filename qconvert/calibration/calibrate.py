@@ -32,12 +32,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
-from qconvert.calibration import executor
-from qconvert.calibration import methods as cm
-from qconvert.calibration.data import Samples
-from qconvert.calibration.stats import Stats, fingerprint, histogram_bins, merged
+if TYPE_CHECKING:  # the samples, the executor and the statistics load only when a graph is calibrated
+    from qconvert.calibration.data import Samples
+    from qconvert.calibration.stats import Stats
 from qconvert.errors import ConversionError
 from qconvert.ir import Graph
 from qconvert.ir.passes import Context, Origin
@@ -113,6 +114,9 @@ def collect(graph: Graph, calib: Calibration, names: list[str]) -> Stats:
     order, and a sample's values do not depend on the thread (a BLAS product splits its
     output among threads, never a sum), so the statistics are those of one thread. At most
     two batches per worker are read ahead: memory does not grow with the number of samples."""
+    from qconvert.calibration import executor
+    from qconvert.calibration.stats import Stats, fingerprint
+
     assert calib.samples is not None
     wanted = set(names)
     hist = calib.histograms or calib.method != "minmax"
@@ -191,6 +195,9 @@ def default_workers() -> int:
 def record_ranges(graph: Graph, calib: Calibration, names: list[str]) -> dict[str, tuple[float, float]]:
     """Each observed tensor's range: from the samples, or from ``--stats`` files (merged), by
     ``calib.method``; the statistics are kept in ``calib.recorded``."""
+    from qconvert.calibration import methods as cm
+    from qconvert.calibration.stats import fingerprint, histogram_bins, merged
+
     if calib.stats_files:
         stats = merged(calib.stats_files, fingerprint(graph, names), list(names))
         if calib.method != "minmax" and stats.hist is None:

@@ -14,13 +14,11 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Mapping, TextIO
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, TextIO
 
 from qconvert import __version__
-from qconvert.calibration.calibrate import Calibration
-from qconvert.calibration.data import Samples, as_samples, open_samples
-from qconvert.calibration.stats import Stats
 from qconvert.converter.pipeline import run
+from qconvert.converter.record import build_record
 from qconvert.errors import ConversionError
 from qconvert.frontend.importer import import_graph
 from qconvert.frontend.load import read_nodes
@@ -28,6 +26,10 @@ from qconvert.ir import Graph
 from qconvert.options import ConvertOptions
 from qconvert.schema.requant_metadata import METADATA_NAME, encode
 from qconvert.schema.writer import write_model
+
+if TYPE_CHECKING:  # loaded only for a graph that is calibrated: a QAT conversion never reads samples
+    from qconvert.calibration.calibrate import Calibration
+    from qconvert.calibration.stats import Stats
 
 
 @dataclass
@@ -37,8 +39,23 @@ class Result:
     notes: list[str] = field(default_factory=list)  # for the user, one line each
     stats: Stats | None = None  # the calibration statistics used (recorded, or merged from files)
     output: str | None = None  # where it was written (qconvert.api.convert)
-    record: dict[str, Any] | None = None  # the report record (qconvert.api.convert; format: docs/formats.md)
+    source: str = "<bytes>"  # the model, as the record names it
+    seconds: float = 0.0  # the conversion's time (qconvert.api.convert)
     target_check: dict[str, Any] | None = None  # `qconvert check` of the file written, with targets
+    failure: str | None = None  # a target cannot run the file written: why
+    _record: dict[str, Any] | None = field(default=None, repr=False)
+
+    @property
+    def record(self) -> dict[str, Any]:
+        """The report record (docs/formats.md), built from the file when first asked for."""
+        if self._record is None:
+            rec = build_record(self.source, self.output or "", self.model, self.notes, seconds=self.seconds)
+            if self.target_check is not None:
+                rec["target_check"] = self.target_check
+            if self.failure is not None:
+                rec["status"], rec["error"] = "failed", self.failure
+            self._record = rec
+        return self._record
 
 
 def run_conversion(model: bytes | str | os.PathLike, options: ConvertOptions, progress: Any = None,
@@ -66,6 +83,9 @@ def _calibration(graph: Graph, options: ConvertOptions, progress: Any) -> Calibr
     c = options.calibration
     if not c.given:
         return None
+    from qconvert.calibration.calibrate import Calibration
+    from qconvert.calibration.data import Samples, as_samples, open_samples
+
     loaded = None
     if c.data is not None:
         shapes = {n: graph.tensors[n].shape for n in graph.inputs}
