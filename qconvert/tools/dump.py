@@ -93,6 +93,7 @@ from qconvert.ops import requant, row
 from qconvert.quant.requant import Operand, Requant, operand
 from qconvert.schema.reader import read_model
 from qconvert.schema.requant_metadata import METADATA_NAME, decode
+from qconvert.tools.jsonable import finite, jsonable
 from qconvert.tools.text import table as text_table
 
 SCHEMA_VERSION = 1
@@ -114,10 +115,6 @@ def load_tflite(path: str | os.PathLike) -> tuple[Any, int]:
         return read_model(data), len(data)
     except ValueError as exc:
         raise ConversionError(f"{os.fspath(path)}: {exc}") from None
-
-
-def _finite(v: float) -> float | None:
-    return float(v) if math.isfinite(v) else None
 
 
 def _text_entry(raw: bytes) -> str | None:
@@ -202,7 +199,7 @@ def _tensor_entry(i: int, t: Any, sg: Any = None, weights: frozenset[int] = froz
                              "buffer": t.buffer, "buffer_bytes": len(t.data) if t.data is not None else 0,
                              "quantization": None}
     if t.scale:
-        scales = list(t.scale) if all(map(math.isfinite, t.scale)) else [_finite(s) for s in t.scale]
+        scales = list(t.scale) if all(map(math.isfinite, t.scale)) else [finite(s) for s in t.scale]
         entry["quantization"] = {"scale": scales, "zero_point": list(t.zero_point),
                                  "quantized_dimension": int(t.quantized_dimension),
                                  "problems": quantization_problems(t)}
@@ -317,18 +314,6 @@ def quantization_problems(t: Any) -> list[str]:
     return problems
 
 
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, float):
-        return _finite(value)
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if value is None or isinstance(value, (bool, int, str)):
-        return value
-    return str(value)
-
-
 def describe(path: str | os.PathLike, sections: Iterable[str] | None = None,
              tensor: str | None = None) -> dict[str, Any]:
     """The JSON document (see the module docstring). ``sections``: subset of
@@ -403,7 +388,7 @@ def describe(path: str | os.PathLike, sections: Iterable[str] | None = None,
             if "ops" in selected:
                 ops.append({"index": i, "op": name, "custom_code": op.custom_code, "version": op.version,
                             "inputs": list(op.inputs), "outputs": list(op.outputs),
-                            "options_type": op.options_type, "options": _jsonable(op.options),
+                            "options_type": op.options_type, "options": jsonable(op.options),
                             "custom_options": op.custom_options.hex() if op.custom_options is not None else None,
                             "requant": requant,
                             "requant_ok": None if requant is None else not requant["problems"]})
@@ -490,13 +475,13 @@ def _tensor_values(model: Any, key: str) -> dict[str, Any]:
             scale, zp = scale[:1], zp[:1]
         x = (x - zp) * scale
     flat = x.reshape(-1)
-    entry["values"] = [_finite(v) for v in flat.tolist()]
-    finite = flat[np.isfinite(flat)]
-    if finite.size:
-        entry["stats"] = {"count": int(flat.size), "min": float(finite.min()), "max": float(finite.max()),
-                          "mean": float(finite.mean()), "std": float(finite.std())}
-        bins = 10 if finite.min() < finite.max() else 1
-        counts, edges = np.histogram(finite, bins=bins)
+    entry["values"] = [finite(v) for v in flat.tolist()]
+    finite_values = flat[np.isfinite(flat)]
+    if finite_values.size:
+        entry["stats"] = {"count": int(flat.size), "min": float(finite_values.min()), "max": float(finite_values.max()),
+                          "mean": float(finite_values.mean()), "std": float(finite_values.std())}
+        bins = 10 if finite_values.min() < finite_values.max() else 1
+        counts, edges = np.histogram(finite_values, bins=bins)
         entry["histogram"] = {"edges": [float(e) for e in edges], "counts": [int(c) for c in counts]}
     return entry
 
@@ -518,10 +503,10 @@ def _quant_text(q: dict[str, Any] | None) -> str:
         scale = "non-finite" if s[0] is None else f"{s[0]:.6g}"
         dim = f" dim={q['quantized_dimension']}" if q["quantized_dimension"] else ""
         return f"scale={scale} zp={z[0] if z else 0}{dim}{flags}"
-    finite = [v for v in s if v is not None] or [0.0]
+    known = [v for v in s if v is not None] or [0.0]
     zs = sorted(set(z))
     zp = "zp=none" if not zs else f"zp={zs[0]}" if len(zs) == 1 else f"zp={zs[0]}..{zs[-1]}"
-    return f"{len(s)} scales {min(finite):.4g}..{max(finite):.4g} {zp} dim={q['quantized_dimension']}{flags}"
+    return f"{len(s)} scales {min(known):.4g}..{max(known):.4g} {zp} dim={q['quantized_dimension']}{flags}"
 
 
 def _short_type(text: str, keep: int = 3) -> str:
