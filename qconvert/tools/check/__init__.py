@@ -71,7 +71,7 @@ Modules: ``runners`` (LiteRT and TFLite Micro in child processes, the arena sear
 inputs, output comparison), ``vela`` (Vela's compile and report), ``verdict`` (each target's
 entry), ``render`` (text and JSON); this file runs them in order (``check_model``).
 
-May import: ``qconvert.schema``, ``qconvert.tools.targets``, ``qconvert.tools.dump`` (loading),
+May import: ``qconvert.schema``, ``qconvert.tools.targets``, ``qconvert.tools.tflite_file`` (loading),
 ``qconvert.errors``, numpy; tflite_micro and ethos-u-vela only in the child processes that run them.
 """
 
@@ -112,7 +112,7 @@ def check_model(path: str, targets: list[str], n_inputs: int = DEFAULT_INPUTS, s
     """The JSON document (see the module docstring)."""
     if n_inputs < 1:
         raise UsageError("--inputs must be at least 1")
-    from qconvert.tools.dump import load_tflite
+    from qconvert.tools.tflite_file import load_tflite
 
     model, size = load_tflite(path)
     statics = {t: T.static_check(model, t) for t in targets}
