@@ -1,7 +1,10 @@
 """A .tflite file as the tools read it (``dump``, ``check``, ``targets``): loading with a
 one-line error, and what the file asks of a runtime beyond the int8 builtins.
 
-May import: ``qconvert.schema.reader``, ``qconvert.io``, ``qconvert.errors``, ``qconvert.ops``.
+Light on purpose: the reader's dataclasses and nothing else at import time; the op table
+only when a file has INT4 tensors.
+
+May import: ``qconvert.schema.reader``, ``qconvert.io``, ``qconvert.errors``; ``qconvert.ops`` lazily.
 """
 
 from __future__ import annotations
@@ -11,7 +14,6 @@ from typing import Any
 
 from qconvert.errors import ConversionError
 from qconvert.io import read_bytes
-from qconvert.ops import row
 from qconvert.schema.reader import read_model
 
 
@@ -48,6 +50,8 @@ def runtime_warnings(sg: Any) -> list[str]:
     out = []
     int4 = [t for t in sg.tensors if t.dtype == "int4"]
     if int4:
+        from qconvert.ops import row
+
         no_ref = sorted({o.builtin for o in sg.operators
                          if (r := row(o.builtin)) is not None and r.int4_version is not None
                          and not r.int4_in_reference and o.version >= r.int4_version})

@@ -79,7 +79,7 @@ Modules: ``describe`` (the file as this document), ``mlir`` (the ``type`` string
 other tools share are in ``qconvert.tools.tflite_file``.
 
 May import: ``qconvert.tools.tflite_file``, ``qconvert.tools.jsonable``, ``qconvert.tools.text``,
-``qconvert.schema``, ``qconvert.ops``, ``qconvert.quant``, numpy.
+``qconvert.schema``, numpy; ``qconvert.ops`` and ``qconvert.quant`` only where used (see ``describe``).
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ from collections.abc import Iterable
 
 from qconvert.tools.dump.describe import SCHEMA_VERSION, SECTIONS, describe
 from qconvert.tools.dump.mlir import mlir_type, short_type
-from qconvert.tools.dump.render import render_json, render_text
+from qconvert.tools.dump.render import TYPE_SCALES, render_json, render_text
 from qconvert.tools.tflite_file import load_tflite, quantization_problems, runtime_warnings
 
 __all__ = ["SCHEMA_VERSION", "SECTIONS", "describe", "dump_model", "load_tflite", "mlir_type", "quantization_problems",
@@ -99,5 +99,6 @@ __all__ = ["SCHEMA_VERSION", "SECTIONS", "describe", "dump_model", "load_tflite"
 def dump_model(path: str | os.PathLike, as_json: bool = False, sections: Iterable[str] | None = None,
                tensor: str | None = None) -> str:
     """``qconvert dump``: the text (or JSON) description of a .tflite file."""
-    doc = describe(path, sections, tensor)
-    return render_json(doc) if as_json else render_text(doc)
+    if as_json:
+        return render_json(describe(path, sections, tensor))
+    return render_text(describe(path, sections, tensor, type_scales=TYPE_SCALES))

@@ -1,13 +1,16 @@
 """A .tflite file as ``qconvert dump``'s document: plain data (its shape is in
 ``qconvert.tools.dump``'s docstring), which the text and JSON outputs render.
 
+Reading a file costs the reader and numpy; the op table is imported only where it is used
+(a subgraph with quantized int8/int4 constants: which of them are symmetric weights;
+qconvert's requantization records; INT4 tensors).
+
 May import: ``qconvert.tools.tflite_file``, ``qconvert.tools.jsonable``, the dump's ``mlir``
 and ``requant`` modules, ``qconvert.schema.requant_metadata``, numpy.
 """
 
 from __future__ import annotations
 
-import difflib
 import math
 import os
 from collections import Counter
@@ -15,12 +18,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from qconvert.errors import UsageError
 from qconvert.schema.requant_metadata import METADATA_NAME
 from qconvert.tools.dump.mlir import mlir_type, weight_operands
-from qconvert.tools.dump.requant import check_record, read_records
 from qconvert.tools.jsonable import finite, jsonable
 from qconvert.tools.tflite_file import load_tflite, quantization_problems, runtime_warnings
 
@@ -29,10 +29,12 @@ SECTIONS = ("metadata", "ops", "tensors")
 _FLOAT_DTYPES = ("float32", "float16", "float64", "bfloat16")
 
 
-def describe(path: str | os.PathLike, sections: Iterable[str] | None = None,
-             tensor: str | None = None) -> dict[str, Any]:
+def describe(path: str | os.PathLike, sections: Iterable[str] | None = None, tensor: str | None = None,
+             type_scales: int | None = None) -> dict[str, Any]:
     """The JSON document (see ``qconvert.tools.dump``). ``sections``: subset of ("metadata",
-    "ops", "tensors"), None or empty for all; ``tensor``: NAME_OR_INDEX."""
+    "ops", "tensors"), None or empty for all; ``tensor``: NAME_OR_INDEX. ``type_scales``: the
+    ``type`` of each tensor in ``tensors`` lists at most that many scales, then ``,... N}``
+    (the text output's form, ``mlir.short_type``); None for all of them."""
     selected = set(sections or ())
     unknown = selected - set(SECTIONS)
     if unknown:
@@ -46,6 +48,8 @@ def describe(path: str | os.PathLike, sections: Iterable[str] | None = None,
     requant_problems: list[str] = []
     requant_info = None
     if METADATA_NAME in model.metadata:  # qconvert's files
+        from qconvert.tools.dump.requant import read_records
+
         records, requant_problems, requant_info = read_records(model)
     if "metadata" in selected:
         runtime = model.metadata.get("min_runtime_version")
@@ -56,7 +60,7 @@ def describe(path: str | os.PathLike, sections: Iterable[str] | None = None,
                            for name, raw in model.metadata.items()]
     if selected:
         totals = _Totals(flagged=len(requant_problems))
-        subgraphs = [_subgraph(s, sg, selected, records, totals) for s, sg in enumerate(model.subgraphs)]
+        subgraphs = [_subgraph(s, sg, selected, records, totals, type_scales) for s, sg in enumerate(model.subgraphs)]
         if "ops" in selected or "tensors" in selected:
             doc["subgraphs"] = subgraphs
         doc["totals"] = totals.as_dict(model, records)
@@ -95,8 +99,8 @@ class _Totals:
         }
 
 
-def _subgraph(s: int, sg: Any, selected: set[str], records: dict[tuple[int, int], Any],
-              totals: _Totals) -> dict[str, Any]:
+def _subgraph(s: int, sg: Any, selected: set[str], records: dict[tuple[int, int], Any], totals: _Totals,
+              type_scales: int | None) -> dict[str, Any]:
     """Subgraph ``s``'s entry (its operators and tensors as selected); adds it to ``totals``."""
     totals.n_ops += len(sg.operators)
     totals.n_tensors += len(sg.tensors)
@@ -113,6 +117,8 @@ def _subgraph(s: int, sg: Any, selected: set[str], records: dict[tuple[int, int]
             totals.float_ops.append({"subgraph": s, "index": i, "op": op.builtin})
         requant = None
         if (s, i) in records:
+            from qconvert.tools.dump.requant import check_record
+
             requant = check_record(sg, op, records[(s, i)])
             totals.flagged += bool(requant["problems"])
         if "ops" in selected:
@@ -127,11 +133,12 @@ def _subgraph(s: int, sg: Any, selected: set[str], records: dict[tuple[int, int]
         entry["operators"] = ops
     if "tensors" in selected:
         weights = weight_operands(sg)
-        entry["tensors"] = [_tensor_entry(i, t, sg, weights) for i, t in enumerate(sg.tensors)]
+        entry["tensors"] = [_tensor_entry(i, t, sg, weights, type_scales) for i, t in enumerate(sg.tensors)]
     return entry
 
 
-def _tensor_entry(i: int, t: Any, sg: Any = None, weights: frozenset[int] = frozenset()) -> dict[str, Any]:
+def _tensor_entry(i: int, t: Any, sg: Any = None, weights: frozenset[int] = frozenset(),
+                  type_scales: int | None = None) -> dict[str, Any]:
     entry: dict[str, Any] = {"index": i, "name": t.name, "dtype": t.dtype, "shape": list(t.shape),
                              "buffer": t.buffer, "buffer_bytes": len(t.data) if t.data is not None else 0,
                              "quantization": None}
@@ -140,7 +147,7 @@ def _tensor_entry(i: int, t: Any, sg: Any = None, weights: frozenset[int] = froz
         entry["quantization"] = {"scale": scales, "zero_point": list(t.zero_point),
                                  "quantized_dimension": int(t.quantized_dimension),
                                  "problems": quantization_problems(t)}
-    entry["type"] = mlir_type(t, sg, i in weights)
+    entry["type"] = mlir_type(t, sg, i in weights, type_scales)
     return entry
 
 
@@ -171,6 +178,8 @@ def _find_tensor(model: Any, key: str) -> tuple[int, int]:
         if 0 <= i < n:
             return 0, i
         raise UsageError(f"tensor index {i} out of range: the model has {n} tensors (0..{n - 1})")
+    import difflib
+
     names = [t.name for sg in model.subgraphs for t in sg.tensors]
     close = difflib.get_close_matches(key, names, n=5, cutoff=0.5)
     if not close:
@@ -182,6 +191,8 @@ def _find_tensor(model: Any, key: str) -> tuple[int, int]:
 def _tensor_values(model: Any, key: str) -> dict[str, Any]:
     """The ``tensor`` section: the entry (its whole type), its values dequantized, their
     statistics and a histogram of 10 bins."""
+    import numpy as np
+
     s, i = _find_tensor(model, key)
     t = model.subgraphs[s].tensors[i]
     sg = model.subgraphs[s]

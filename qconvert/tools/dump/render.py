@@ -15,6 +15,7 @@ from qconvert.tools.dump.mlir import short_type
 from qconvert.tools.text import table as text_table
 
 _MISMATCH = "!! REQUANT MISMATCH"
+TYPE_SCALES = 3  # scales a tensor's type lists in the tensors table
 
 
 def render_json(doc: dict[str, Any]) -> str:
@@ -93,7 +94,7 @@ def _subgraph_lines(sg: dict[str, Any]) -> list[str]:
         lines.append(f"tensors ({len(tensors)})")
         rows = [[str(t["index"]), t["name"], t["dtype"], _shape(t["shape"]),
                  _bytes(t["buffer_bytes"]) if t["buffer_bytes"] else "-", _quant_text(t["quantization"]),
-                 short_type(t["type"])]
+                 short_type(t["type"], TYPE_SCALES)]
                 for t in tensors]
         if rows:
             lines += text_table([["#", "name", "dtype", "shape", "buffer", "quantization", "type"], *rows],
