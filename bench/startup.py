@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -65,14 +66,17 @@ def mobilenet_v2_int8() -> Path:
     return path
 
 
-def wall(cmd: list[str], env: dict[str, str]) -> float:
-    """Seconds from start to exit of ``cmd`` (output discarded); exits on failure."""
+def wall(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """(seconds from start to exit, CPU seconds: user + system) of ``cmd``, output discarded;
+    exits on failure."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, check=False)
     seconds = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         sys.exit(f"failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr.decode(errors='replace')[-2000:]}")
-    return seconds
+    return seconds, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def _qconvert_script(given: str | None) -> str:
@@ -117,17 +121,19 @@ def main() -> int:
     print(f"model: {model} ({os.path.getsize(model)} bytes)")
     for k, script in enumerate(scripts):
         print(f"[{k}] {script}")
-    print(f"medians of {args.repeats} runs after one warm-up, seconds; {os.cpu_count()} CPUs")
-    print(f"{'':28}" + "".join(f"{f'[{k}]':>8}" for k in range(len(scripts))))
+    print(f"medians of {args.repeats} runs after one warm-up, seconds of wall time (of CPU time, user + "
+          f"system, which waits for no other process); {os.cpu_count()} CPUs")
+    print(f"{'':28}" + "".join(f"{f'[{k}]':>16}" for k in range(len(scripts))))
     per_script = [commands(s, model) for s in scripts]
     for row in zip(*per_script):
-        times: list[list[float]] = [[] for _ in scripts]
+        times: list[list[tuple[float, float]]] = [[] for _ in scripts]
         for _, cmd in row:
             wall(cmd, env)  # warm-up: disk cache, bytecode
         for _ in range(args.repeats):
             for k, (_, cmd) in enumerate(row):
                 times[k].append(wall(cmd, env))
-        print(f"{row[0][0]:28}" + "".join(f"{statistics.median(t):8.3f}" for t in times), flush=True)
+        cells = [f"{statistics.median(w for w, _ in t):8.3f} ({statistics.median(c for _, c in t):.3f})" for t in times]
+        print(f"{row[0][0]:28}" + "".join(f"{c:>16}" for c in cells), flush=True)
     return 0
 
 
