@@ -12,8 +12,8 @@ The arena search starts from TFLite Micro's recorded figure (its RecordingMicroA
 halves and bisects down to 16 bytes; each try runs in a forked process, since a too-small arena
 can crash the interpreter.
 
-May import: numpy, ``qconvert.schema.litert`` (in the child); tflite_micro only in the
-child processes that run it.
+May import: numpy, ``qconvert.errors``, ``qconvert.schema.litert`` (in the child); tflite_micro
+only in the child processes that run it.
 """
 
 from __future__ import annotations
