@@ -30,8 +30,6 @@ The output scale must be 1/32768 (LOGISTIC/TANH exactly; SOFTMAX within 0.1 %) w
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import functools
 import math
 
@@ -48,7 +46,12 @@ SOFTMAX_DIFF_STEP = 10.0 / 65535.0  # the exp table covers [-10, 0] with 65535 s
 
 @functools.cache
 def _logf():  # type: ignore[no-untyped-def]
-    """The C library's ``logf`` (what ``std::log(float)`` calls); numpy's float32 log without one."""
+    """The C library's ``logf`` (what ``std::log(float)`` calls); numpy's float32 log without one.
+    ctypes is imported here: ``ctypes.util`` pulls in subprocess and tempfile, 4 ms of every
+    start that imports the op table (``qconvert dump``), for the few int16 ops that call this."""
+    import ctypes
+    import ctypes.util
+
     try:
         fn = ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6").logf
         fn.restype, fn.argtypes = ctypes.c_float, [ctypes.c_float]

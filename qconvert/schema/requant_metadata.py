@@ -4,74 +4,10 @@ TFLite kernels turn float scales into integer multipliers and shifts in their
 Prepare step. qconvert does that work at conversion time and writes the result
 here, so a runtime without floating point can use the file as it is.
 
-Layout (version 2; version 1 is the same without the table flag and without
-records for standalone RELU*, SOFTMAX, LOGISTIC and TANH; version 3 is version 2 with
-records for int16 (16x8) operators, which follow the int16 kernels: see the end). All
-integers are little-endian; every field is naturally
-aligned when the entry starts on a 4-byte boundary::
-
-    header   (12 bytes)
-      0  4  magic           b"QCRQ"
-      4  u16 format_version  2
-      6  u16 reserved        0
-      8  u32 record_count
-    record   (28 bytes + 8 * count), record_count times
-      0  u32 subgraph_index
-      4  u32 operator_index   index into the subgraph's operators
-      8  u16 builtin_code     BuiltinOperator code of that operator (a cross-check)
-     10  u16 flags            bit 0: per-channel; bit 1: table; bit 2: wide;
-                              bits 3..15 reserved, 0
-     12  i32 activation_min   output clamp in the output's integer domain,
-     16  i32 activation_max   fused activation included
-     20  i32 left_shift       ADD/SUB: the input left shift (20 for int8); else 0
-     24  u32 count            number of 8-byte slots that follow
-     28  count x (i32 multiplier, i32 shift)     (no flag)
-         count/2 x (i32 multiplier, i32 shift),
-         then count/2 x u64 binary64 bits       (wide flag)
-         8 * count int8 table entries            (table flag)
-
-A pair follows TFLite's QuantizeMultiplier: ``real ≈ multiplier * 2**(shift - 31)``
-with ``multiplier`` in [2**30, 2**31) (0 when the scale is zero or too small
-to represent), a positive ``shift`` meaning a left shift. What the pairs of a record are:
-
-    CONV_2D, DEPTHWISE_CONV_2D  one per output channel (per-channel flag set),
-                                in_scale * w_scale[c] / out_scale
-    FULLY_CONNECTED             one (per-tensor weights) or one per output channel; wide:
-                                each pair also has the IEEE-754 binary64 bits of
-                                double(in) * double(w) / double(out), the factor LiteRT's
-                                reference kernel multiplies the accumulator by in double
-                                precision (an integer runtime can reproduce it exactly)
-    ADD, SUB                    three: input1, input2, output, with left_shift 20
-                                (input_i: in_i_scale / (2 * max_in_scale),
-                                 output: 2 * max_in_scale / (2**20 * out_scale))
-    MUL                         one: in1_scale * in2_scale / out_scale
-    QUANTIZE (int8 → int8)      one: in_scale / out_scale
-    MEAN                        one: in_scale / out_scale (the kernel folds 1/n in)
-    RELU, RELU6, RELU_N1_TO_1   one: float32(in_scale / out_scale); the clamp is the
-                                activation's range in the output's domain
-    SOFTMAX                     one: (input_multiplier, input_left_shift) of
-                                beta * in_scale * 2**26 (reference fixed-point kernel;
-                                diff_min = -floor(31 * 2**26 / 2**shift))
-    LOGISTIC, TANH              table flag, count 32: the 256 int8 outputs of the
-                                reference kernel's lookup table, indexed by uint8(x)
-    other ops with a clamp      none (count 0), only activation_min/max
-
-int16 operators (16x8 files, format version 3; the operator's output tensor is int16). The
-clamp is in the int16 domain; the pairs are the int8 ones except:
-
-    ADD, SUB                    left_shift 15 (pot_scale_int16 false), the three pairs
-                                computed with it
-    SOFTMAX                     one: QuantizeMultiplier(in_scale * beta / (10 / 65535))
-    LOGISTIC, TANH              one: (input_multiplier, input_left_shift) of the int16
-                                kernel's Prepare (multiplier 0: a power-of-two scale); no table
-    CONV_2D, DEPTHWISE_CONV_2D, the same pairs; the int16 kernels apply them to an int64
-    TRANSPOSE_CONV              accumulator with the multiplier cut to 16 bits
-    FULLY_CONNECTED             as int8, wide factors included (LiteRT 2.3's reference kernel
-                                rounds in double for int16 inputs too; measured)
-    RSQRT, GELU                 no record (`qconvert run` has no int16 kernel for them)
-
-Records appear in operator order; a decoder must reject an unknown magic,
-format version, non-zero reserved bits, or a length that does not match.
+The layout (header, records, flags, what each op's pairs are, int16 records, what a decoder
+must reject) is described once, in docs/formats.md ("The requantization metadata"); this
+module writes and reads exactly that (tests/schema/test_schema.py reads the offsets and types
+from that description and checks them against ``encode``).
 """
 
 from __future__ import annotations

@@ -50,6 +50,7 @@ from qconvert.quant import round_half_away_array
 from qconvert.runtime.interpreter import quantize_float
 from qconvert.schema.litert import interpreter
 from qconvert.schema.reader import read_model as read_tflite
+from qconvert.tools.jsonable import finite_or_inf
 from qconvert.tools.run import read_model as read_integer_model
 from qconvert.tools.text import table as text_table
 
@@ -111,15 +112,11 @@ class Row:
         return {
             "index": self.index, "op": self.op, "tensor": self.tensor, "shape": list(self.shape),
             "scale": self.scale, "zero_point": self.zero_point,
-            "snr_db": _finite(self.e2e.snr_db()), "cosine": self.e2e.cosine(),
+            "snr_db": finite_or_inf(self.e2e.snr_db()), "cosine": self.e2e.cosine(),
             "max_abs_error": self.e2e.max_abs, "max_error_lsb": self.e2e.max_abs / lsb,
             "mean_error_lsb": self.e2e.err_sum / n / lsb, "mean_abs_error_lsb": self.e2e.abs_sum / n / lsb,
-            "local_snr_db": _finite(self.local.snr_db()) if self.local.count else None,
+            "local_snr_db": finite_or_inf(self.local.snr_db()) if self.local.count else None,
         }
-
-
-def _finite(v: float) -> float | str:
-    return v if math.isfinite(v) else ("inf" if v > 0 else "-inf")
 
 
 def _sort_key(v: float | str | None) -> float:
@@ -244,7 +241,7 @@ class Report:
         """The k layers with the lowest local SNR (default: 1 per 8 layers, 1 to 5)."""
         scored = [r for r in self.rows if r.local.count]
         k = max(1, min(5, len(self.rows) // 8)) if k is None else k
-        return sorted(scored, key=lambda r: _sort_key(_finite(r.local.snr_db())))[:k]
+        return sorted(scored, key=lambda r: _sort_key(finite_or_inf(r.local.snr_db())))[:k]
 
     def gate(self, min_snr_db: float) -> str | None:
         """None when every layer's end-to-end SNR is at least ``min_snr_db``; else one line."""
@@ -406,7 +403,7 @@ def render_text(report: Report, worst: int | None = None) -> str:
     worst_rows = report.worst(worst)
     if worst_rows:
         lines.append("worst layers (by local SNR: the op alone, on the int8 inputs it read): " + ", ".join(
-            f"{r.tensor} ({_num(_finite(r.local.snr_db()), '.1f')} dB)" for r in worst_rows))
+            f"{r.tensor} ({_num(finite_or_inf(r.local.snr_db()), '.1f')} dB)" for r in worst_rows))
     if report.unmapped:
         lines.append(f"not in the float graph: {', '.join(report.unmapped)}")
     return "\n".join(lines) + "\n"

@@ -15,7 +15,7 @@ BuiltinOperator (and for LiteRT every version 1..15) loaded in the runtime, an o
 present unless the runtime answered "Didn't find op for builtin opcode". Vela's op sets are
 its own report (``vela --supported-ops-report``, Vela 5.2.0's SUPPORTED_OPS.md).
 
-May import: ``qconvert.ops`` (operand slots, weight axes), ``qconvert.tools.dump`` (the
+May import: ``qconvert.ops`` (operand slots, weight axes), ``qconvert.tools.tflite_file`` (the
 quantization checks LiteRT's loader makes), numpy. It reads ``qconvert.schema.reader``'s dataclasses.
 """
 
@@ -335,7 +335,7 @@ def _op_version_above(model: Any, p: Mapping[str, Any]) -> Iterator[Hit]:
 
 
 def _quantization_problems(model: Any, p: Mapping[str, Any]) -> Iterator[Hit]:
-    from qconvert.tools.dump import quantization_problems
+    from qconvert.tools.tflite_file import quantization_problems
 
     for s, sg in enumerate(model.subgraphs):
         for t in sg.tensors:

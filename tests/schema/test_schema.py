@@ -525,3 +525,37 @@ def test_int4_tensor_round_trips_through_writer_and_reader():
     g.inputs, g.outputs = ["x"], ["y"]
     t = read_model(write_model(g)).tensor("w")
     assert (t.dtype, len(t.data), t.array().tolist()) == ("int4", 3, w.tolist())
+
+
+def test_requant_layout_is_the_one_docs_formats_md_describes():
+    """docs/formats.md is the one description of the metadata: fields read at the offsets and
+    types it lists, from a record encoded here, give the record's values."""
+    import re
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "formats.md").read_text(encoding="utf-8")
+    block = doc[doc.index("header   (12 bytes)"):]
+    block = block[:block.index("```")]
+    header_text, record_text = block.split("record   (28 bytes")
+    row = re.compile(r"^\s*(\d+)\s+(u16|u32|i32|4)\s+(\w+)", re.M)
+    kinds = {"u16": "<u2", "u32": "<u4", "i32": "<i4", "4": "S4"}
+    header = {name: (int(off), kinds[t]) for off, t, name in row.findall(header_text)}
+    record = {name: (int(off), kinds[t]) for off, t, name in row.findall(record_text)}
+    assert set(header) == {"magic", "format_version", "reserved", "record_count"}
+    assert {"subgraph_index", "operator_index", "builtin_code", "flags", "activation_min", "activation_max",
+            "left_shift", "count"} <= set(record)
+
+    blob = rq.encode([rq.RequantRecord(5, "ADD", -100, 127, 20, [(1 << 30, -3), (3 << 29, 1), (1 << 30, -20)],
+                                       subgraph_index=1)])
+
+    def read(fields, name, base):
+        off, kind = fields[name]
+        return np.frombuffer(blob, dtype=kind, count=1, offset=base + off)[0]
+
+    assert read(header, "magic", 0) == b"QCRQ" and read(header, "record_count", 0) == 1
+    assert read(header, "format_version", 0) == 2 and read(header, "reserved", 0) == 0
+    got = {n: int(read(record, n, 12)) for n in ("subgraph_index", "operator_index", "builtin_code", "flags",
+                                                   "activation_min", "activation_max", "left_shift", "count")}
+    assert got == {"subgraph_index": 1, "operator_index": 5, "builtin_code": 0, "flags": 0,  # 0 = ADD
+                   "activation_min": -100, "activation_max": 127, "left_shift": 20, "count": 3}
+    assert list(np.frombuffer(blob, "<i4", 6, 12 + 28)) == [1 << 30, -3, 3 << 29, 1, 1 << 30, -20]

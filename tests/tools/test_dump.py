@@ -356,6 +356,32 @@ def test_zero_points_of_zero_and_full_ranges_are_left_out() -> None:
     assert mlir_type(TensorInfo("f", "float32", (3,), 0, None)) == "tensor<3xf32>"
 
 
+def test_short_types_are_the_whole_types_cut(tmp_path: Path) -> None:
+    """The text output asks for types that list ``keep`` scales (formatting 35,000 scales of
+    MobileNetV2 costs more than the rest of the text): the same text as the whole type cut
+    by ``short_type``, for every tensor of a file, at several ``keep``, and for scale lists
+    whose zero points are too few, non-finite scales and exponents."""
+    from qconvert.schema.reader import TensorInfo
+    from qconvert.tools.dump import load_tflite, mlir_type, short_type
+    from qconvert.tools.dump.mlir import weight_operands
+
+    out = tmp_path / "m.tflite"
+    assert main([str(ROOT / "models" / "example_qat.pb"), "--inputs-range", "input=-1,1", "-o", str(out)]) == 0
+    model, _ = load_tflite(out)
+    sg = model.subgraphs[0]
+    tensors = list(enumerate(sg.tensors))
+    tensors += [(-1, TensorInfo("a", "int8", (5, 3), 0, None, (0.5, 1e-5, 3e38, float("inf"), 2.0**-20),
+                                (1, 0, -3, 0, 0), quantized_dimension=0)),
+                (-1, TensorInfo("z", "int32", (6,), 0, None, tuple(0.1 * k for k in range(1, 7)), (0, 0, 0))),
+                (-1, TensorInfo("p", "int8", (1, 4), 0, None, (0.25,), (0,), quantized_dimension=1))]
+    weights = weight_operands(sg)
+    assert weights
+    for i, t in tensors:
+        whole = mlir_type(t, sg, i in weights)
+        for keep in (0, 1, 2, 3, 8):
+            assert mlir_type(t, sg, i in weights, keep) == short_type(whole, keep), (t.name, keep)
+
+
 def test_runtime_warnings_for_int4_and_blockwise_files(tmp_path: Path, capsys) -> None:
     """A file with INT4 weights warns that Vela cannot take it; a blockwise-quantized FULLY_CONNECTED
     (ai-edge-quantizer's layout: INT4 weights, BlockwiseQuantization details naming a FLOAT16 scale
