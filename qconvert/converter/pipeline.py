@@ -29,14 +29,13 @@ from qconvert.ir.invariants import check_invariants
 from qconvert.ir.passes import Context, Pass
 from qconvert.legalize.clamps import legalize_clamps
 from qconvert.legalize.dilated_conv import fold_dilated_conv
-from qconvert.legalize.fake_quant import (
+from qconvert.legalize.fake_quant_pairs import (
     legalize_fake_quant,
     move_reshape_above_fake_quant,
 )
 from qconvert.legalize.gelu import fuse_gelu
 from qconvert.legalize.input_ranges import set_input_ranges
 from qconvert.legalize.tf_ops import legalize_ops
-from qconvert.prepare.check import check_quantizable
 from qconvert.prepare.default_ranges import apply_default_ranges
 from qconvert.prepare.fuse import (
     fold_mul_into_following_weights,
@@ -53,6 +52,7 @@ from qconvert.prepare.fuse import (
     move_binary_before_reshape,
 )
 from qconvert.prepare.propagate import bypass_requantize_for_weighted, propagate_quant_params
+from qconvert.prepare.quantizable import check_quantizable
 from qconvert.quantize_pass.back_to_back import drop_back_to_back_fake_quant
 from qconvert.quantize_pass.blockwise import blockwise_weights
 from qconvert.quantize_pass.constants import quantize_constants
@@ -69,7 +69,7 @@ from qconvert.quantize_pass.fold_ops import (
     fold_requantize,
     fuse_quantized_activation,
 )
-from qconvert.quantize_pass.io import quantize_io, rename_io
+from qconvert.quantize_pass.graph_io import quantize_io, rename_io
 from qconvert.quantize_pass.regroup import regroup_splits
 
 

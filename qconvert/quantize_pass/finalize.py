@@ -18,7 +18,7 @@ from qconvert.ir.passes import Context
 from qconvert.ir.qdq import is_dequantize, is_quantize
 from qconvert.ops import int8_version, requant, row
 from qconvert.quant.requant import Operand, operand
-from qconvert.quantize_pass.io import rename_tensors
+from qconvert.quantize_pass.graph_io import rename_tensors
 
 
 def _operand(graph: Graph, name: str) -> Operand | None:
