@@ -24,6 +24,21 @@ from qconvert.fold.drop_fake_quant import drop_fake_quant
 from qconvert.fold.fold_constants import fold_constants
 from qconvert.fold.hoist_layout import hoist_layout
 from qconvert.fold.identity_arith import remove_identity_arith
+from qconvert.fuse.activation_patterns import fuse_hard_swish, fuse_prelu
+from qconvert.fuse.into_op import (
+    fold_mul_into_following_weights,
+    fold_mul_into_weights,
+    fuse_activation,
+    fuse_add_into_fully_connected,
+    fuse_bias_add,
+    fuse_pad_into_conv,
+)
+from qconvert.fuse.reshapes import (
+    fuse_reshapes_into_fully_connected,
+    keep_reduced_dims,
+    merge_reshapes,
+    move_binary_before_reshape,
+)
 from qconvert.ir import Graph
 from qconvert.ir.invariants import check_invariants
 from qconvert.ir.passes import Context, Pass
@@ -37,20 +52,6 @@ from qconvert.legalize.gelu import fuse_gelu
 from qconvert.legalize.input_ranges import set_input_ranges
 from qconvert.legalize.tf_ops import legalize_ops
 from qconvert.prepare.default_ranges import apply_default_ranges
-from qconvert.prepare.fuse import (
-    fold_mul_into_following_weights,
-    fold_mul_into_weights,
-    fuse_activation,
-    fuse_add_into_fully_connected,
-    fuse_bias_add,
-    fuse_hard_swish,
-    fuse_pad_into_conv,
-    fuse_prelu,
-    fuse_reshapes_into_fully_connected,
-    keep_reduced_dims,
-    merge_reshapes,
-    move_binary_before_reshape,
-)
 from qconvert.prepare.propagate import bypass_requantize_for_weighted, propagate_quant_params
 from qconvert.prepare.quantizable import check_quantizable
 from qconvert.quantize_pass.back_to_back import drop_back_to_back_fake_quant
@@ -89,7 +90,7 @@ STAGES: tuple[Stage, ...] = (
     Stage("fold", "fold", "constants, FakeQuant on weights (TF's float32 kernel), weight layouts, identities, "
           "repeated ops", (fold_constants, hoist_layout, fold_constants, drop_fake_quant, remove_identity_arith,
                            dedupe_ops)),
-    Stage("fuse", "prepare", "zero Pad into SAME convs; Dense on N-D; ops across RESHAPEs; bias adds, BatchNorm "
+    Stage("fuse", "fuse", "zero Pad into SAME convs; Dense on N-D; ops across RESHAPEs; bias adds, BatchNorm "
           "and an input scale into weights/bias; ReLU/ReLU6/ReLU1 into the op; hard-swish; PReLU",
           (fuse_pad_into_conv, fuse_reshapes_into_fully_connected, move_binary_before_reshape,
            merge_reshapes, keep_reduced_dims, remove_identity_arith, fuse_add_into_fully_connected, fuse_bias_add,

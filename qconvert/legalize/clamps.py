@@ -6,7 +6,7 @@
 
 The bounds must be scalar constants (any operand order), and the inner op's
 result must have no other reader. Other Minimum/Maximum nodes stay and become
-MINIMUM/MAXIMUM. Once they are activations, prepare can fuse them into the op
+MINIMUM/MAXIMUM. Once they are activations, the ``fuse`` stage fuses them into the op
 before them, as TensorFlow's converter does.
 """
 

@@ -2,7 +2,7 @@
 data; graph inputs and outputs become int8; names, op versions, and the requantization
 records (``qconvert.ops.requant``) for the writer.
 
-May import: ``qconvert.prepare`` (the activation fusion runs again), ``qconvert.ir``,
+May import: ``qconvert.fuse`` (the activation fusion runs again), ``qconvert.ir``,
 ``qconvert.ops``, ``qconvert.quant``, ``qconvert.errors``. Not ``schema/``: a conversion runs
 to its end without LiteRT; the converter hands the result to the writer.
 """

@@ -15,13 +15,13 @@ from qconvert.errors import ConversionError, InvariantError, UsageError
 from qconvert.fold.drop_fake_quant import drop_fake_quant
 from qconvert.fold.fold_constants import fold_constants
 from qconvert.fold.hoist_layout import hoist_layout
+from qconvert.fuse.into_op import fuse_activation, fuse_bias_add
 from qconvert.ir import Graph
 from qconvert.ir.passes import Context, Origin
 from qconvert.ir.qdq import insert_qdq_after, params_in
 from qconvert.legalize.fake_quant_pairs import legalize_fake_quant
 from qconvert.legalize.input_ranges import set_input_ranges
 from qconvert.legalize.tf_ops import legalize_ops
-from qconvert.prepare.fuse import fuse_activation, fuse_bias_add
 from qconvert.prepare.propagate import _choose_same_scale, propagate_quant_params
 from qconvert.prepare.quantizable import check_quantizable
 from qconvert.quantize_pass.fold_ops import fold_quantized_ops, fold_requantize
@@ -357,7 +357,7 @@ def test_work_list_runs_last_op_first():
 
 
 def test_batch_norm_fold_keeps_the_weight_grid_and_scales_by_abs_multiplier():
-    from qconvert.prepare.fuse import fold_mul_into_weights
+    from qconvert.fuse.into_op import fold_mul_into_weights
 
     g = graph_with_input((1, 1, 1, 2))
     insert_qdq_after(g, "x", per_tensor(0.1, 0), Origin.INPUT_RANGE)
