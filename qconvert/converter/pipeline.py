@@ -50,7 +50,7 @@ from qconvert.legalize.fake_quant_pairs import (
 )
 from qconvert.legalize.gelu import fuse_gelu
 from qconvert.legalize.input_ranges import set_input_ranges
-from qconvert.legalize.tf_ops import legalize_ops
+from qconvert.legalize.tf_rewrites import legalize_ops
 from qconvert.prepare.default_ranges import apply_default_ranges
 from qconvert.prepare.propagate import bypass_requantize_for_weighted, propagate_quant_params
 from qconvert.prepare.quantizable import check_quantizable

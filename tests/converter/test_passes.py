@@ -21,7 +21,7 @@ from qconvert.ir.passes import Context, Origin
 from qconvert.ir.qdq import insert_qdq_after, params_in
 from qconvert.legalize.fake_quant_pairs import legalize_fake_quant
 from qconvert.legalize.input_ranges import set_input_ranges
-from qconvert.legalize.tf_ops import legalize_ops
+from qconvert.legalize.tf_rewrites import legalize_ops
 from qconvert.prepare.propagate import _choose_same_scale, propagate_quant_params
 from qconvert.prepare.quantizable import check_quantizable
 from qconvert.quantize_pass.fold_ops import fold_quantized_ops, fold_requantize
