@@ -4,7 +4,7 @@ bias add, a BatchNorm's scale, an input scale or offset, and a ReLU/ReLU6/ReLU1 
 convolution or FULLY_CONNECTED beside them; ``activation_patterns``: hard-swish and PReLU
 written out in ops become one op; ``reshapes``: a Dense on an N-D input becomes one
 FULLY_CONNECTED, element-wise ops move above RESHAPEs, RESHAPE chains merge, reductions keep
-their dimensions.
+their dimensions. ``stage`` declares the stage.
 
 May import: ``qconvert.fold`` (its identity-arithmetic pass runs again here), ``qconvert.ir``,
 ``qconvert.ops``, ``qconvert.quant``, ``qconvert.errors``.
