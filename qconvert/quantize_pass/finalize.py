@@ -1,4 +1,4 @@
-"""Stage 5d: op versions, tidy tensor names, and the requantization records.
+"""The ``quantize`` stage, last: op versions, tidy tensor names, and the requantization records.
 
 1. Each op gets the version TensorFlow writes for its int8 form (the op table's; MUL is
    version 3 when its rescale factor in1·in2/out is at least 1).

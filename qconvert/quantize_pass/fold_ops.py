@@ -1,4 +1,4 @@
-"""Stage 5b: fold DQ → op → Q into a quantized op.
+"""The ``quantize`` stage: fold DQ → op → Q into a quantized op.
 
     DQ(a) ─┐
     DQ(w) ─┼─▶ op ──▶ Q(p)      ⇒      a, w, b ──▶ op ──▶ y (int8, p)

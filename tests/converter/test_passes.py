@@ -36,7 +36,7 @@ def ops(g: Graph) -> list[str]:
     return [n.op for n in g.nodes]
 
 
-# -- stage 1 -----------------------------------------------------------------
+# -- inputs ------------------------------------------------------------------
 
 
 def test_input_range_is_signed_domain():
@@ -68,7 +68,7 @@ def test_fake_quant_on_input_wins_over_the_range():
     assert "ignored" in c.notes[0]
 
 
-# -- stage 2 -----------------------------------------------------------------
+# -- legalize ----------------------------------------------------------------
 
 
 def test_fake_quant_becomes_q_dq_with_unsigned_nudging():
@@ -109,7 +109,7 @@ def test_conv2d_legalizes_to_ohwi_with_zero_bias():
     assert conv.attrs["fused_activation_function"] == "NONE" and conv.attrs["padding"] == "SAME"
 
 
-# -- stage 3 -----------------------------------------------------------------
+# -- fold, fuse ---------------------------------------------------------------
 
 
 def _qat_conv(per_channel: bool = True) -> Graph:
@@ -175,7 +175,7 @@ def test_bias_scale_is_the_double_product():
     assert bias.zero_point == (0,) and bias.dtype == "int32"
 
 
-# -- stage 4 -----------------------------------------------------------------
+# -- prepare -----------------------------------------------------------------
 
 
 def test_same_scale_choice_follows_tensorflow():
