@@ -164,7 +164,7 @@ print(json.dumps({"code": code, "modules": sorted(sys.modules)}))
 
 _STAGES = ("qconvert.converter.pipeline", "qconvert.frontend.importer", "qconvert.frontend.graphdef", "qconvert.fold",
            "qconvert.calibration.calibrate", "qconvert.calibration.executor",
-           "qconvert.legalize", "qconvert.prepare", "qconvert.quantize_pass")
+           "qconvert.legalize", "qconvert.fuse", "qconvert.prepare", "qconvert.quantize_pass")
 
 
 def _modules_after(args: list[str]) -> set[str]:

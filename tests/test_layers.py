@@ -7,8 +7,9 @@
    compared only in ``ops/`` (the table), ``frontend/`` and ``legalize/`` (the TensorFlow
    legalization map) and ``quant/multipliers.py`` (TFLite's fused-activation enum, whose
    names are RELU, RELU6, ...); TensorFlow op names only in ``frontend/`` and ``legalize/``.
-3. Every package says what it owns and what it may import. (The stage table of
-   docs/architecture.md is checked against ``STAGES`` in tests/test_docs.py.)
+3. Every package says what it owns and what it may import, and each stage is declared in its
+   package's ``stage.py``. (The stage table of docs/architecture.md is checked against
+   ``STAGES`` in tests/test_docs.py.)
 """
 
 from __future__ import annotations
@@ -88,4 +89,15 @@ def test_every_package_says_what_it_owns_and_may_import() -> None:
     for init in sorted(PACKAGE.glob("*/__init__.py")):
         doc = ast.get_docstring(ast.parse(init.read_text())) or ""
         assert "May import" in doc, f"{init.relative_to(ROOT)}: its docstring must say what it may import"
+
+
+def test_each_stage_is_declared_in_its_package() -> None:
+    """docs/architecture.md's package column says where a stage is: ``qconvert/<package>/stage.py``."""
+    import importlib
+
+    from qconvert.converter.pipeline import BLOCKWISE_STAGES, STAGES
+
+    for stage in (*STAGES, *BLOCKWISE_STAGES):
+        declared = vars(importlib.import_module(f"qconvert.{stage.package}.stage")).values()
+        assert any(v is stage for v in declared), f"stage '{stage.name}' is not in qconvert/{stage.package}/stage.py"
 

@@ -1,9 +1,9 @@
-"""Stage 4a': ranges of a float graph from calibration data (``--calibration-data``).
+"""The ``calibrate`` stage: ranges of a float graph from calibration data (``--calibration-data``).
 
     op ──▶ y (no range)        ⇒        op ──▶ Q(calibrated) ──▶ DQ ──▶ y
 
-Runs after the fusions, on the float model TensorFlow's calibrator would run (see
-``converter/executor.py``), records each tensor's range over the samples, keeps the
+Runs after the ``fuse`` stage, on the float model TensorFlow's calibrator would run (see
+``executor.py`` beside this module), records each tensor's range over the samples, keeps the
 ranges TensorFlow keeps, and gives them to the tensors as Q → DQ pairs; propagation
 then does the rest as for a QAT graph (biases, weights from their values, same-scale
 and fixed-output ops).
@@ -243,7 +243,7 @@ def _in_place_unions(graph: Graph, lo: dict[str, float], hi: dict[str, float]) -
     first operand, in order, of the same byte size (> 8), read by no other node, not a
     graph input, whose buffer's root is read once, and the output is not a graph
     output), that operand is logged holding the output's values: its range becomes the
-    union of both. Measured on TF 2.21 (tests/test_calibration.py)."""
+    union of both. Measured on TF 2.21 (tests/calibration/test_calibrate.py)."""
     refcount: dict[str, int] = {}
     for name in graph.outputs:
         refcount[name] = refcount.get(name, 0) + 1

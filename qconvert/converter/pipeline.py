@@ -14,107 +14,27 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
 from typing import Any, Sequence, TextIO
 
-from qconvert.calibration.calibrate import calibrate
+from qconvert.calibration.stage import CALIBRATE
 from qconvert.errors import ConversionError, InvariantError
-from qconvert.fold.dedupe import dedupe_ops
-from qconvert.fold.drop_fake_quant import drop_fake_quant
-from qconvert.fold.fold_constants import fold_constants
-from qconvert.fold.hoist_layout import hoist_layout
-from qconvert.fold.identity_arith import remove_identity_arith
+from qconvert.fold.stage import FOLD
+from qconvert.fuse.stage import FUSE
 from qconvert.ir import Graph
 from qconvert.ir.invariants import check_invariants
-from qconvert.ir.passes import Context, Pass
+from qconvert.ir.passes import Context, Stage
+from qconvert.legalize.stage import INPUTS, LEGALIZE
 from qconvert.options import ConvertOptions
-from qconvert.legalize.clamps import legalize_clamps
-from qconvert.legalize.dilated_conv import fold_dilated_conv
-from qconvert.legalize.fake_quant import (
-    legalize_fake_quant,
-    move_reshape_above_fake_quant,
-)
-from qconvert.legalize.gelu import fuse_gelu
-from qconvert.legalize.input_ranges import set_input_ranges
-from qconvert.legalize.tf_ops import legalize_ops
-from qconvert.prepare.check import check_quantizable
-from qconvert.prepare.default_ranges import apply_default_ranges
-from qconvert.prepare.fuse import (
-    fold_mul_into_following_weights,
-    fold_mul_into_weights,
-    fuse_activation,
-    fuse_add_into_fully_connected,
-    fuse_bias_add,
-    fuse_hard_swish,
-    fuse_pad_into_conv,
-    fuse_prelu,
-    fuse_reshapes_into_fully_connected,
-    keep_reduced_dims,
-    merge_reshapes,
-    move_binary_before_reshape,
-)
-from qconvert.prepare.propagate import bypass_requantize_for_weighted, propagate_quant_params
-from qconvert.quantize_pass.back_to_back import drop_back_to_back_fake_quant
-from qconvert.quantize_pass.blockwise import blockwise_weights
-from qconvert.quantize_pass.constants import quantize_constants
-from qconvert.quantize_pass.finalize import (
-    assign_versions,
-    check_int8,
-    int16_options,
-    requant_records,
-    tidy_names,
-)
-from qconvert.quantize_pass.fold_ops import (
-    float_op_constants,
-    fold_quantized_ops,
-    fold_requantize,
-    fuse_quantized_activation,
-)
-from qconvert.quantize_pass.io import quantize_io, rename_io
-from qconvert.quantize_pass.regroup import regroup_splits
+from qconvert.prepare.stage import PREPARE
+from qconvert.quantize_pass.stage import BLOCKWISE, QUANTIZE
 
-
-@dataclass(frozen=True)
-class Stage:
-    name: str
-    package: str  # where its passes live
-    summary: str  # one line for docs/architecture.md's stage table
-    passes: tuple[Pass, ...]
-
-
-STAGES: tuple[Stage, ...] = (
-    Stage("inputs", "legalize", "--inputs-range → int8 parameters on graph inputs",
-          (move_reshape_above_fake_quant, set_input_ranges)),
-    Stage("legalize", "legalize", "TF ops → TFLite ops; FakeQuant* → QUANTIZE/DEQUANTIZE pairs; GELU",
-          (fold_dilated_conv, legalize_fake_quant, legalize_clamps, fuse_gelu, legalize_ops)),
-    Stage("fold", "fold", "constants, FakeQuant on weights (TF's float32 kernel), weight layouts, identities, "
-          "repeated ops", (fold_constants, hoist_layout, fold_constants, drop_fake_quant, remove_identity_arith,
-                           dedupe_ops)),
-    Stage("fuse", "prepare", "zero Pad into SAME convs; Dense on N-D; ops across RESHAPEs; bias adds, BatchNorm "
-          "and an input scale into weights/bias; ReLU/ReLU6/ReLU1 into the op; hard-swish; PReLU",
-          (fuse_pad_into_conv, fuse_reshapes_into_fully_connected, move_binary_before_reshape,
-           merge_reshapes, keep_reduced_dims, remove_identity_arith, fuse_add_into_fully_connected, fuse_bias_add,
-           fold_mul_into_weights, fold_mul_into_following_weights, fuse_bias_add, fuse_activation, fuse_hard_swish,
-           fuse_prelu)),
-    Stage("calibrate", "calibration", "float graphs: ranges from --calibration-data / --ranges-file",
-          (calibrate,)),
-    Stage("prepare", "prepare", "propagate parameters (bias = in×w, same-scale, fixed-output, requantize); "
-          "refuse what cannot be quantized",
-          (propagate_quant_params, bypass_requantize_for_weighted, apply_default_ranges, check_quantizable)),
-    Stage("quantize", "quantize_pass", "DQ→op→Q ⇒ int8 op; int8/int32 constants; int8 graph I/O; versions; "
-          "multiplier/shift records",
-          (drop_back_to_back_fake_quant, float_op_constants, quantize_constants, fold_quantized_ops,
-           fold_requantize, fuse_quantized_activation, regroup_splits, quantize_io, rename_io, tidy_names, check_int8,
-           assign_versions, int16_options, requant_records)),
-)
+# each stage is declared, with its passes, in its package's stage.py
+STAGES: tuple[Stage, ...] = (INPUTS, LEGALIZE, FOLD, FUSE, CALIBRATE, PREPARE, QUANTIZE)
 
 STAGE_NAMES: tuple[str, ...] = ("import", *(s.name for s in STAGES))
 
-# --weights int4 --block-size N: dynamic range, activations float; the stages up to fuse, then this
-BLOCKWISE_STAGE = Stage("blockwise", "quantize_pass", "--block-size: FULLY_CONNECTED weights int4 in blocks along "
-                        "the input dimension, FLOAT16 scales; activations float (dynamic range)",
-                        (blockwise_weights,))
-BLOCKWISE_STAGES: tuple[Stage, ...] = (*STAGES[:STAGE_NAMES.index("calibrate") - 1], BLOCKWISE_STAGE)
+# --weights int4 --block-size N: dynamic range, activations float; the stages up to fuse, then blockwise
+BLOCKWISE_STAGES: tuple[Stage, ...] = (INPUTS, LEGALIZE, FOLD, FUSE, BLOCKWISE)
 
 
 def check_each_pass(debug: bool = False) -> bool:

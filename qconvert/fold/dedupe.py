@@ -1,4 +1,4 @@
-"""Stage 3e: an op computed twice on the same operands is computed once.
+"""The ``fold`` stage, last: an op computed twice on the same operands is computed once.
 
     y1 = op(a, b) {attrs},  y2 = op(a, b) {attrs}        ⇒        y1, and y2's readers read y1
 

@@ -1,8 +1,8 @@
-"""Stage 3c: FakeQuant nodes left on activations are identities now.
+"""The ``fold`` stage: FakeQuant nodes left on activations are identities now.
 
     x ──▶ FAKE_QUANT ──▶ Q ──▶ DQ        ⇒        x ──▶ Q ──▶ DQ
 
-Their range already lives in the Q/DQ pair that stage 2 put after them.
+Their range already lives in the Q/DQ pair that the ``legalize`` stage put after them.
 """
 
 from __future__ import annotations

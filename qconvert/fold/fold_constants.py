@@ -1,4 +1,5 @@
-"""Stage 3a: evaluate nodes whose inputs are all constants.
+"""The ``fold`` stage, first (and again after ``hoist_layout``): evaluate nodes whose inputs are
+all constants.
 
     const ──▶ op ──▶ y        ⇒        y (const)
 

@@ -1,4 +1,4 @@
-"""Stage 3b: move weight layout changes above their quantization pair.
+"""The ``fold`` stage: move weight layout changes above their quantization pair.
 
     c ──▶ Q(axis a) ──▶ DQ ──▶ TRANSPOSE/RESHAPE ──▶ op
         ⇒   layout(c) ──▶ Q(axis a') ──▶ DQ ──▶ op

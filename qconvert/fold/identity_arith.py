@@ -1,4 +1,5 @@
-"""Stage 3d: arithmetic that changes nothing is removed, as TensorFlow's canonicalizer does.
+"""The ``fold`` stage (and again in ``fuse``): arithmetic that changes nothing is removed, as
+TensorFlow's canonicalizer does.
 
     x * 1,  1 * x,  x + 0,  0 + x,  x - 0        ⇒        x
     x * 0,  0 * x                                 ⇒        0 (a constant of the output's shape)

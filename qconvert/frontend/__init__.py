@@ -4,8 +4,8 @@ arithmetic as TensorFlow folds it (``const_eval``), freezing SavedModels and Ker
 when TensorFlow is installed (``tf_frozen``, the one module that imports it), and the
 TensorFlow op table (``tf_ops``: each GraphDef op, the TFLite op it becomes, its shape).
 
-With ``legalize/`` (stage 2, which translates them) the only place that knows TensorFlow
-op names.
+With ``legalize/`` (whose ``tf_rewrites`` rewrites them into TFLite ops) the only place that
+knows TensorFlow op names.
 
 May import: ``qconvert.ir``, ``qconvert.ops`` (window arithmetic), ``qconvert.quant``,
 ``qconvert.io``, ``qconvert.errors``; TensorFlow only in ``tf_frozen``, inside functions.

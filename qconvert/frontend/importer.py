@@ -66,36 +66,82 @@ def import_graph(
     outputs: Sequence[str] | None = None,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
 ) -> Graph:
+    """The IR graph of ``nodes`` from ``inputs`` to ``outputs``, in four steps: validate what
+    the user named, reach back from the outputs to the nodes they need, refuse what cannot be
+    converted, add the rest in topological order."""
+    # validate
+    by_name = _by_name(nodes)
+    out_refs = _output_refs(nodes, by_name, outputs)
+    cut = _cut_tensors(nodes, by_name, inputs)
+    _check_input_shapes(nodes, cut, input_shapes)
+    # reach
+    input_set = {i for i in inputs or [] if tensor_name(i) not in cut}
+    needed = _reach(out_refs, by_name, input_set, cut)
+    # refuse
+    _refuse(needed, by_name)
+    # add
+    order = _topological(needed, by_name, input_set, cut)
+    shapes = {tensor_name(k): tuple(int(d) for d in v) for k, v in (input_shapes or {}).items()}
+    graph = Graph()
+    _add_cut_inputs(graph, inputs or [], cut, by_name, shapes)
+    alias: dict[str, str] = {}
+    for name in order:
+        _add_node(graph, by_name[name], alias, input_set, shapes)
+    _set_outputs(graph, out_refs, alias)
+    return graph
+
+
+# --- validate: what the user named is in the graph -------------------------------------
+
+def _by_name(nodes: Sequence[RawNode]) -> dict[str, RawNode]:
     by_name: dict[str, RawNode] = {}
     for n in nodes:
         if n.name in by_name:
             raise ConversionError(f"the graph has two nodes named '{n.name}'; node names must be unique")
         by_name[n.name] = n
+    return by_name
 
-    placeholders = [n.name for n in nodes if n.op == "Placeholder"]
-    cut: dict[str, str] = {}  # a tensor the user cuts the graph at (not a Placeholder) -> its input name
-    if outputs:
-        for o in outputs:
-            if _node_of(o) not in by_name:
-                raise UsageError(
-                    f"--outputs names '{o}', which is not a node of the graph; sinks are: "
-                    f"{', '.join(detect_outputs(nodes)) or '(none)'}"
-                )
-        out_refs = list(outputs)
-    else:
+
+def _placeholders(nodes: Sequence[RawNode]) -> list[str]:
+    return [n.name for n in nodes if n.op == "Placeholder"]
+
+
+def _output_refs(nodes: Sequence[RawNode], by_name: Mapping[str, RawNode],
+                 outputs: Sequence[str] | None) -> list[str]:
+    """The tensors to convert up to: ``--outputs`` (each naming a node), else the graph's sinks."""
+    if not outputs:
         out_refs = detect_outputs(nodes)
         if not out_refs:
             raise ConversionError("the graph has no output node; name one with --outputs")
-    if inputs:
-        for i in inputs:
-            if _node_of(i) not in by_name:
-                raise UsageError(
-                    f"--inputs names '{i}', which is not a node of the graph; placeholders are: "
-                    f"{', '.join(placeholders) or '(none)'} (any tensor can be an input: NODE or NODE:K)"
-                )
-            if by_name[_node_of(i)].op != "Placeholder" or i != _node_of(i):
-                cut[tensor_name(i)] = tensor_name(i)
-    known_inputs = set(placeholders) | set(cut)
+        return out_refs
+    for o in outputs:
+        if _node_of(o) not in by_name:
+            raise UsageError(
+                f"--outputs names '{o}', which is not a node of the graph; sinks are: "
+                f"{', '.join(detect_outputs(nodes)) or '(none)'}"
+            )
+    return list(outputs)
+
+
+def _cut_tensors(nodes: Sequence[RawNode], by_name: Mapping[str, RawNode],
+                 inputs: Sequence[str] | None) -> set[str]:
+    """The tensors the graph is cut at: the ``--inputs`` that are not a Placeholder itself."""
+    cut: set[str] = set()
+    for i in inputs or []:
+        if _node_of(i) not in by_name:
+            raise UsageError(
+                f"--inputs names '{i}', which is not a node of the graph; placeholders are: "
+                f"{', '.join(_placeholders(nodes)) or '(none)'} (any tensor can be an input: NODE or NODE:K)"
+            )
+        if by_name[_node_of(i)].op != "Placeholder" or i != _node_of(i):
+            cut.add(tensor_name(i))
+    return cut
+
+
+def _check_input_shapes(nodes: Sequence[RawNode], cut: set[str],
+                        input_shapes: Mapping[str, Sequence[int]] | None) -> None:
+    placeholders = _placeholders(nodes)
+    known_inputs = set(placeholders) | cut
     for name in input_shapes or {}:
         if tensor_name(name) not in known_inputs:
             raise UsageError(
@@ -103,28 +149,38 @@ def import_graph(
                 f"{', '.join(placeholders) or '(none)'}"
             )
 
-    # Walk back from the outputs: only what they need is converted; a cut tensor stops the walk.
+
+# --- reach: only what the outputs need is converted ------------------------------------
+
+def _reach(out_refs: Sequence[str], by_name: Mapping[str, RawNode], input_set: set[str],
+           cut: set[str]) -> list[str]:
+    """The nodes the outputs need, walking back from them; an input node or a cut tensor stops
+    the walk."""
     needed: list[str] = []
     seen: set[str] = set()
     stack = [_node_of(o) for o in out_refs if tensor_name(o) not in cut]
-    input_set = {i for i in inputs or [] if tensor_name(i) not in cut}
     while stack:
         name = stack.pop()
         if name in seen:
             continue
         seen.add(name)
         needed.append(name)
-        node = by_name[name]
         if name in input_set:
             continue
-        for ref in node.inputs:
+        for ref in by_name[name].inputs:
             if ref.startswith("^") or tensor_name(ref) in cut:
                 continue
             src = _node_of(ref)
             if src not in by_name:
                 raise ConversionError(f"node '{name}' reads '{ref}', which is not in the graph")
             stack.append(src)
+    return needed
 
+
+# --- refuse: ops qconvert does not read, named before any work -------------------------
+
+def _refuse(needed: Sequence[str], by_name: Mapping[str, RawNode]) -> None:
+    """A TF1 while loop, or an op neither the TF op table nor constant evaluation knows."""
     unknown = sorted({by_name[n].op for n in needed if by_name[n].op not in TF_OPS and by_name[n].op not in CONST_ONLY})
     loop = sorted(set(unknown) & _CONTROL_FLOW)
     if loop:
@@ -143,87 +199,117 @@ def import_graph(
             f"{_shorten(where)}; supported ops: {supported_ops()}"
         )
 
-    order = _topological(needed, by_name, input_set, set(cut))
-    graph = Graph()
-    alias: dict[str, str] = {}
-    shapes = {tensor_name(k): tuple(int(d) for d in v) for k, v in (input_shapes or {}).items()}
-    for ref in inputs or []:
+
+# --- add: tensors and nodes in topological order ---------------------------------------
+
+def _add_cut_inputs(graph: Graph, inputs: Sequence[str], cut: set[str], by_name: Mapping[str, RawNode],
+                    shapes: Mapping[str, tuple[int, ...]]) -> None:
+    for ref in inputs:
         name = tensor_name(ref)
         if name in cut and name not in graph.tensors:
             graph.add_tensor(_cut_input(ref, by_name, shapes.get(name)))
             graph.inputs.append(name)
 
-    def resolve(ref: str) -> str:
-        name = tensor_name(ref)
-        while name in alias:
-            name = alias[name]
-        return name
 
-    for name in order:
-        raw = by_name[name]
-        op = raw.op
-        if op == "Const":
-            value = raw.attrs.get("value")
-            if not isinstance(value, np.ndarray):
-                raise ConversionError(f"node '{name}' (Const) has no tensor value")
-            graph.add_tensor(Tensor(name, value.dtype.name, tuple(value.shape), value))
-            continue
-        if op == "Placeholder" or name in input_set:
-            if name not in graph.tensors:
-                graph.add_tensor(_placeholder(raw, shapes.get(name)))
-                graph.inputs.append(name)
-            continue
-        if op == "NoOp":
-            continue
-        data_inputs = [resolve(r) for r in raw.inputs if not r.startswith("^")]
-        for t in data_inputs:
-            if t not in graph.tensors:
-                raise ConversionError(f"node '{name}' reads '{t}', which no node produces")
-        if op in STRUCTURAL:
-            if not data_inputs:
-                raise ConversionError(f"node '{name}' ({op}) has no input")
-            for k, src in enumerate(data_inputs if op == "IdentityN" else data_inputs[:1]):
-                alias[name if k == 0 else f"{name}:{k}"] = src  # IdentityN: output k is input k
-            continue
-        if op == "Shape" and data_inputs:
-            value = shape_of(raw, graph.tensors[data_inputs[0]].shape)
-            graph.add_tensor(Tensor(name, value.dtype.name, tuple(value.shape), value))
-            continue
-        if op in CONST_EVAL and data_inputs and all(graph.is_const(t) for t in data_inputs):
-            value = evaluate(raw, [graph.const(t) for t in data_inputs])
-            graph.add_tensor(Tensor(name, value.dtype.name, tuple(value.shape), value))
-            continue
-        if op in MULTI_OUTPUT:
-            _add_parts(graph, raw, data_inputs)
-            continue
-        if op in CONST_ONLY:
-            raise ConversionError(
-                f"node '{name}' ({op}) computes on tensors that are not constant; only constant "
-                f"shape arithmetic is supported (give the graph static shapes, e.g. --input-shapes)"
-            )
-        dtype = raw.attrs.get("T", "float32")
-        if dtype != "float32":
-            raise ConversionError(
-                f"node '{name}' ({op}) computes in {dtype}; only float32 activations can be quantized"
-            )
-        in_shapes = [graph.tensors[t].shape for t in data_inputs]
-        consts = [graph.tensors[t].data for t in data_inputs]
-        spec = TF_OPS[op]
-        shape = spec.shape(raw, in_shapes, consts) if spec.shape else in_shapes[0]
-        if any(d <= 0 for d in shape) or int(np.prod(shape, dtype=np.int64)) > _MAX_ELEMENTS:
-            raise ConversionError(f"node '{name}' ({op}) would produce a tensor of shape {list(shape)}")
-        graph.add_tensor(Tensor(name, spec.dtype(raw) if spec.dtype else "float32", tuple(int(d) for d in shape)))
-        attrs = {k: v for k, v in raw.attrs.items() if v is not None}  # an empty AttrValue = not set
-        graph.add_node(Node(op, data_inputs, [name], attrs, name=name))
+def _add_node(graph: Graph, raw: RawNode, alias: dict[str, str], input_set: set[str],
+              shapes: Mapping[str, tuple[int, ...]]) -> None:
+    """One node: a constant, a graph input, an alias (Identity and the like), a value computed
+    now (constant shape arithmetic), the slices of a split, or an op."""
+    name, op = raw.name, raw.op
+    if op == "Const":
+        graph.add_tensor(_const_tensor(raw))
+        return
+    if op == "Placeholder" or name in input_set:
+        if name not in graph.tensors:
+            graph.add_tensor(_placeholder(raw, shapes.get(name)))
+            graph.inputs.append(name)
+        return
+    if op == "NoOp":
+        return
+    data_inputs = _data_inputs(graph, raw, alias)
+    if op in STRUCTURAL:
+        _add_alias(raw, data_inputs, alias)
+        return
+    value = _value_now(graph, raw, data_inputs)
+    if value is not None:
+        graph.add_tensor(Tensor(name, value.dtype.name, tuple(value.shape), value))
+    elif op in MULTI_OUTPUT:
+        _add_parts(graph, raw, data_inputs)
+    else:
+        _add_op(graph, raw, data_inputs)
 
-    graph.outputs = [resolve(o) for o in out_refs]
+
+def _const_tensor(raw: RawNode) -> Tensor:
+    value = raw.attrs.get("value")
+    if not isinstance(value, np.ndarray):
+        raise ConversionError(f"node '{raw.name}' (Const) has no tensor value")
+    return Tensor(raw.name, value.dtype.name, tuple(value.shape), value)
+
+
+def _resolve(alias: Mapping[str, str], ref: str) -> str:
+    """The tensor a GraphDef reference reads, through Identity-like aliases."""
+    name = tensor_name(ref)
+    while name in alias:
+        name = alias[name]
+    return name
+
+
+def _data_inputs(graph: Graph, raw: RawNode, alias: Mapping[str, str]) -> list[str]:
+    data_inputs = [_resolve(alias, r) for r in raw.inputs if not r.startswith("^")]
+    for t in data_inputs:
+        if t not in graph.tensors:
+            raise ConversionError(f"node '{raw.name}' reads '{t}', which no node produces")
+    return data_inputs
+
+
+def _add_alias(raw: RawNode, data_inputs: list[str], alias: dict[str, str]) -> None:
+    if not data_inputs:
+        raise ConversionError(f"node '{raw.name}' ({raw.op}) has no input")
+    for k, src in enumerate(data_inputs if raw.op == "IdentityN" else data_inputs[:1]):
+        alias[raw.name if k == 0 else f"{raw.name}:{k}"] = src  # IdentityN: output k is input k
+
+
+def _value_now(graph: Graph, raw: RawNode, data_inputs: list[str]) -> np.ndarray | None:
+    """The value of a Shape, or of shape arithmetic on constants, folded while importing."""
+    if raw.op == "Shape" and data_inputs:
+        return shape_of(raw, graph.tensors[data_inputs[0]].shape)
+    if raw.op in CONST_EVAL and data_inputs and all(graph.is_const(t) for t in data_inputs):
+        return evaluate(raw, [graph.const(t) for t in data_inputs])
+    return None
+
+
+def _add_op(graph: Graph, raw: RawNode, data_inputs: list[str]) -> None:
+    """An op node and its output tensor, of the shape (and dtype) the TF op table infers."""
+    name, op = raw.name, raw.op
+    if op in CONST_ONLY:
+        raise ConversionError(
+            f"node '{name}' ({op}) computes on tensors that are not constant; only constant "
+            f"shape arithmetic is supported (give the graph static shapes, e.g. --input-shapes)"
+        )
+    dtype = raw.attrs.get("T", "float32")
+    if dtype != "float32":
+        raise ConversionError(
+            f"node '{name}' ({op}) computes in {dtype}; only float32 activations can be quantized"
+        )
+    in_shapes = [graph.tensors[t].shape for t in data_inputs]
+    consts = [graph.tensors[t].data for t in data_inputs]
+    spec = TF_OPS[op]
+    shape = spec.shape(raw, in_shapes, consts) if spec.shape else in_shapes[0]
+    if any(d <= 0 for d in shape) or int(np.prod(shape, dtype=np.int64)) > _MAX_ELEMENTS:
+        raise ConversionError(f"node '{name}' ({op}) would produce a tensor of shape {list(shape)}")
+    graph.add_tensor(Tensor(name, spec.dtype(raw) if spec.dtype else "float32", tuple(int(d) for d in shape)))
+    attrs = {k: v for k, v in raw.attrs.items() if v is not None}  # an empty AttrValue = not set
+    graph.add_node(Node(op, data_inputs, [name], attrs, name=name))
+
+
+def _set_outputs(graph: Graph, out_refs: Sequence[str], alias: Mapping[str, str]) -> None:
+    graph.outputs = [_resolve(alias, o) for o in out_refs]
     graph.output_names = [tensor_name(o) for o in out_refs]
     for o in graph.outputs:
         if graph.is_const(o):
             raise ConversionError(f"output '{o}' is a constant; name a computed node with --outputs")
     if not graph.inputs:
         raise ConversionError("the graph has no Placeholder input on the path to its outputs")
-    return graph
 
 
 def _shorten(text: str, limit: int = 300) -> str:

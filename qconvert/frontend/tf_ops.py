@@ -12,7 +12,6 @@ from typing import Any
 import numpy as np
 
 from qconvert.errors import ConversionError
-from qconvert.frontend import legalization as lg
 from qconvert.ops.windows import strided_index, strided_shape, window_out
 
 Shape = tuple[int, ...]
@@ -112,7 +111,7 @@ def shape_batch_norm(node: Any, s: list[Shape], c: list[Any]) -> Shape:
             raise ConversionError(
                 f"node '{node.name}' ({node.op}) is in training mode (it normalizes by the statistics of each "
                 f"batch); freeze the model for inference (call it with training=False before freezing)")
-        # NCHW: Keras' LayerNormalization (legalization.fused_batch_norm checks the rest)
+        # NCHW: Keras' LayerNormalization (legalize/tf_rewrites.fused_batch_norm checks the rest)
         channels = s[0][1] if len(s[0]) == 4 else s[0][-1]
         if any(len(p) != 1 or p[0] != channels for p in s[1:3]):
             raise ConversionError(f"node '{node.name}' ({node.op}): scale/offset must have {channels} values")
@@ -380,16 +379,13 @@ MULTI_OUTPUT = {"Split", "SplitV", "Unpack"}
 
 @dataclass(frozen=True)
 class TfOp:
-    """A TensorFlow op we read: the TFLite op it becomes, its shape function, and its rewrite
-    into that op (stage 2; ``legalization.py``). FakeQuant* have their own pass."""
+    """A TensorFlow op we read: the TFLite op it becomes and its shape function. The ``legalize``
+    stage rewrites it into that op (``qconvert.legalize.tf_rewrites.REWRITES``); FakeQuant* have
+    their own pass there, and the importer turns Split/SplitV/Unpack into slices."""
 
     tfl: str | None
     shape: Callable[[Any, list[Shape], list[Any]], Shape] | None
-    legalize: Callable[[Any, Any], None] | None = None
     dtype: Callable[[Any], str] | None = None  # the output's dtype when it is not float32
-
-
-_GELU_FIX = "export the model with Keras' 'gelu' activation or tf.nn.gelu"
 
 # ``None`` as the TFLite op marks structural ops that disappear (Identity) or that
 # the importer turns into tensors (Const, Placeholder).
@@ -402,58 +398,58 @@ TF_OPS: dict[str, TfOp] = {
     "StopGradient": TfOp(None, shape_same),
     "Snapshot": TfOp(None, shape_same),
     "NoOp": TfOp(None, None),
-    "Conv2D": TfOp("CONV_2D", shape_conv2d, lg.conv2d),
-    "DepthwiseConv2dNative": TfOp("DEPTHWISE_CONV_2D", shape_depthwise, lg.depthwise),
-    "MatMul": TfOp("FULLY_CONNECTED", shape_matmul, lg.matmul),
-    "Conv2DBackpropInput": TfOp("TRANSPOSE_CONV", shape_conv2d_transpose, lg.transpose_conv),
-    "BiasAdd": TfOp("ADD", shape_bias_add, lg.plain("ADD", fused_activation_function="NONE")),
-    "Add": TfOp("ADD", shape_broadcast, lg.plain("ADD", fused_activation_function="NONE")),
-    "AddV2": TfOp("ADD", shape_broadcast, lg.plain("ADD", fused_activation_function="NONE")),
-    "Sub": TfOp("SUB", shape_broadcast, lg.plain("SUB", fused_activation_function="NONE")),
-    "Mul": TfOp("MUL", shape_broadcast, lg.plain("MUL", fused_activation_function="NONE")),
-    "RealDiv": TfOp("MUL", shape_broadcast, lg.real_div),
-    "Neg": TfOp("MUL", shape_same, lg.neg),
-    "SquaredDifference": TfOp("SQUARED_DIFFERENCE", shape_broadcast, lg.plain("SQUARED_DIFFERENCE")),
-    "Rsqrt": TfOp("RSQRT", shape_same, lg.plain("RSQRT")),
+    "Conv2D": TfOp("CONV_2D", shape_conv2d),
+    "DepthwiseConv2dNative": TfOp("DEPTHWISE_CONV_2D", shape_depthwise),
+    "MatMul": TfOp("FULLY_CONNECTED", shape_matmul),
+    "Conv2DBackpropInput": TfOp("TRANSPOSE_CONV", shape_conv2d_transpose),
+    "BiasAdd": TfOp("ADD", shape_bias_add),
+    "Add": TfOp("ADD", shape_broadcast),
+    "AddV2": TfOp("ADD", shape_broadcast),
+    "Sub": TfOp("SUB", shape_broadcast),
+    "Mul": TfOp("MUL", shape_broadcast),
+    "RealDiv": TfOp("MUL", shape_broadcast),
+    "Neg": TfOp("MUL", shape_same),
+    "SquaredDifference": TfOp("SQUARED_DIFFERENCE", shape_broadcast),
+    "Rsqrt": TfOp("RSQRT", shape_same),
     # parts of GELU's patterns (qconvert/legalize/gelu.py), refused anywhere else
-    "Erfc": TfOp("GELU", shape_same, lg.pattern_only("GELU's 0.5·x·erfc(-x/√2)", _GELU_FIX)),
-    "Pow": TfOp("GELU", shape_broadcast, lg.pattern_only("GELU's tanh approximation (x³)", _GELU_FIX)),
-    "ResizeNearestNeighbor": TfOp("RESIZE_NEAREST_NEIGHBOR", shape_resize, lg.resize("RESIZE_NEAREST_NEIGHBOR")),
-    "ResizeBilinear": TfOp("RESIZE_BILINEAR", shape_resize, lg.resize("RESIZE_BILINEAR")),
-    "FusedBatchNorm": TfOp("MUL", shape_batch_norm, lg.fused_batch_norm),
-    "FusedBatchNormV2": TfOp("MUL", shape_batch_norm, lg.fused_batch_norm),
-    "FusedBatchNormV3": TfOp("MUL", shape_batch_norm, lg.fused_batch_norm),
-    "Relu": TfOp("RELU", shape_same, lg.plain("RELU")),
-    "Relu6": TfOp("RELU6", shape_same, lg.plain("RELU6")),
-    "LeakyRelu": TfOp("LEAKY_RELU", shape_same, lg.leaky_relu),
-    "Max": TfOp("REDUCE_MAX", shape_mean, lg.reducer("REDUCE_MAX")),
-    "Sum": TfOp("SUM", shape_mean, lg.reducer("SUM")),
-    "Slice": TfOp("SLICE", shape_slice, lg.int32_operands("SLICE", 1, 2)),
-    "StridedSlice": TfOp("STRIDED_SLICE", shape_strided_slice, lg.strided_slice),
-    "ExpandDims": TfOp("RESHAPE", shape_expand_dims, lg.as_reshape),
-    "Maximum": TfOp("MAXIMUM", shape_broadcast, lg.plain("MAXIMUM")),
-    "Minimum": TfOp("MINIMUM", shape_broadcast, lg.plain("MINIMUM")),
-    "AvgPool": TfOp("AVERAGE_POOL_2D", shape_pool, lg.pool("AVERAGE_POOL_2D")),
-    "MaxPool": TfOp("MAX_POOL_2D", shape_pool, lg.pool("MAX_POOL_2D")),
-    "Mean": TfOp("MEAN", shape_mean, lg.mean),
-    "Reshape": TfOp("RESHAPE", shape_reshape, lg.reshape),
-    "Transpose": TfOp("TRANSPOSE", shape_transpose, lg.transpose),
-    "SpaceToBatchND": TfOp("SPACE_TO_BATCH_ND", shape_space_to_batch, lg.block_op("SPACE_TO_BATCH_ND")),
-    "BatchToSpaceND": TfOp("BATCH_TO_SPACE_ND", shape_batch_to_space, lg.block_op("BATCH_TO_SPACE_ND")),
-    "Squeeze": TfOp("SQUEEZE", shape_squeeze, lg.squeeze),
-    "ConcatV2": TfOp("CONCATENATION", shape_concat, lg.concat),
-    "Pack": TfOp("PACK", shape_pack, lg.pack),
-    "SpaceToDepth": TfOp("SPACE_TO_DEPTH", shape_space_to_depth, lg.block_size("SPACE_TO_DEPTH")),
-    "DepthToSpace": TfOp("DEPTH_TO_SPACE", shape_space_to_depth, lg.block_size("DEPTH_TO_SPACE")),
-    "GatherV2": TfOp("GATHER", shape_gather, lg.gather),
-    "ArgMax": TfOp("ARG_MAX", shape_arg_max, lg.arg_max, dtype=lambda node: node.attrs.get("output_type") or "int64"),
+    "Erfc": TfOp("GELU", shape_same),
+    "Pow": TfOp("GELU", shape_broadcast),
+    "ResizeNearestNeighbor": TfOp("RESIZE_NEAREST_NEIGHBOR", shape_resize),
+    "ResizeBilinear": TfOp("RESIZE_BILINEAR", shape_resize),
+    "FusedBatchNorm": TfOp("MUL", shape_batch_norm),
+    "FusedBatchNormV2": TfOp("MUL", shape_batch_norm),
+    "FusedBatchNormV3": TfOp("MUL", shape_batch_norm),
+    "Relu": TfOp("RELU", shape_same),
+    "Relu6": TfOp("RELU6", shape_same),
+    "LeakyRelu": TfOp("LEAKY_RELU", shape_same),
+    "Max": TfOp("REDUCE_MAX", shape_mean),
+    "Sum": TfOp("SUM", shape_mean),
+    "Slice": TfOp("SLICE", shape_slice),
+    "StridedSlice": TfOp("STRIDED_SLICE", shape_strided_slice),
+    "ExpandDims": TfOp("RESHAPE", shape_expand_dims),
+    "Maximum": TfOp("MAXIMUM", shape_broadcast),
+    "Minimum": TfOp("MINIMUM", shape_broadcast),
+    "AvgPool": TfOp("AVERAGE_POOL_2D", shape_pool),
+    "MaxPool": TfOp("MAX_POOL_2D", shape_pool),
+    "Mean": TfOp("MEAN", shape_mean),
+    "Reshape": TfOp("RESHAPE", shape_reshape),
+    "Transpose": TfOp("TRANSPOSE", shape_transpose),
+    "SpaceToBatchND": TfOp("SPACE_TO_BATCH_ND", shape_space_to_batch),
+    "BatchToSpaceND": TfOp("BATCH_TO_SPACE_ND", shape_batch_to_space),
+    "Squeeze": TfOp("SQUEEZE", shape_squeeze),
+    "ConcatV2": TfOp("CONCATENATION", shape_concat),
+    "Pack": TfOp("PACK", shape_pack),
+    "SpaceToDepth": TfOp("SPACE_TO_DEPTH", shape_space_to_depth),
+    "DepthToSpace": TfOp("DEPTH_TO_SPACE", shape_space_to_depth),
+    "GatherV2": TfOp("GATHER", shape_gather),
+    "ArgMax": TfOp("ARG_MAX", shape_arg_max, dtype=lambda node: node.attrs.get("output_type") or "int64"),
     "Split": TfOp("SPLIT", None),  # MULTI_OUTPUT: the importer makes one slice per output
     "SplitV": TfOp("SPLIT_V", None),
     "Unpack": TfOp("UNPACK", None),
-    "Pad": TfOp("PAD", shape_pad, lg.int32_operands("PAD", 1)),
-    "Softmax": TfOp("SOFTMAX", shape_same, lg.plain("SOFTMAX", beta=1.0)),
-    "Sigmoid": TfOp("LOGISTIC", shape_same, lg.plain("LOGISTIC")),
-    "Tanh": TfOp("TANH", shape_same, lg.plain("TANH")),
+    "Pad": TfOp("PAD", shape_pad),
+    "Softmax": TfOp("SOFTMAX", shape_same),
+    "Sigmoid": TfOp("LOGISTIC", shape_same),
+    "Tanh": TfOp("TANH", shape_same),
     "FakeQuantWithMinMaxArgs": TfOp("FAKE_QUANT", shape_same),
     "FakeQuantWithMinMaxVars": TfOp("FAKE_QUANT", shape_same),
     "FakeQuantWithMinMaxVarsPerChannel": TfOp("FAKE_QUANT", shape_same),

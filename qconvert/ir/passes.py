@@ -67,3 +67,15 @@ class Context:
 
 
 Pass = Callable[[Graph, Context], bool]
+
+
+@dataclass(frozen=True)
+class Stage:
+    """A step of the pipeline: its passes in order. Each stage package declares its stages in
+    its ``stage.py``; ``converter.pipeline.STAGES`` lists them in order. The name is what
+    ``--dump-after`` and ``stop_before`` take."""
+
+    name: str
+    package: str  # qconvert/<package>/stage.py declares it
+    summary: str  # one line for --help and the README
+    passes: tuple[Pass, ...]

@@ -1,4 +1,4 @@
-"""Stage 2b': clamps written with Minimum/Maximum become TFLite activations.
+"""The ``legalize`` stage: clamps written with Minimum/Maximum become TFLite activations.
 
 1. ``Minimum(Maximum(x, -1), 1)`` or ``Maximum(Minimum(x, 1), -1)`` ⇒ ``RELU_N1_TO_1(x)``
 2. ``Minimum(Maximum(x, 0), 6)`` or ``Maximum(Minimum(x, 6), 0)``   ⇒ ``RELU6(x)``
@@ -6,7 +6,7 @@
 
 The bounds must be scalar constants (any operand order), and the inner op's
 result must have no other reader. Other Minimum/Maximum nodes stay and become
-MINIMUM/MAXIMUM. Once they are activations, prepare can fuse them into the op
+MINIMUM/MAXIMUM. Once they are activations, the ``fuse`` stage fuses them into the op
 before them, as TensorFlow's converter does.
 """
 

@@ -1,4 +1,4 @@
-"""Stage 2 (first): dilated convolutions written as SpaceToBatchND → conv → BatchToSpaceND.
+"""The ``legalize`` stage, first: dilated convolutions written as SpaceToBatchND → conv → BatchToSpaceND.
 
     SpaceToBatchND(x, block, pads) ──▶ Conv2D|DepthwiseConv2dNative (VALID) [──▶ BiasAdd]
         ──▶ BatchToSpaceND(·, block, crops)

@@ -1,6 +1,6 @@
-"""Stage 2b'': GELU written out in TensorFlow ops becomes one TFLite GELU, as TensorFlow's
-converter fuses it (measured on TF 2.21: keras.applications.ConvNeXtTiny gets 18 GELU v2,
-``approximate=False``).
+"""The ``legalize`` stage: GELU written out in TensorFlow ops becomes one TFLite GELU, as
+TensorFlow's converter fuses it (measured on TF 2.21: keras.applications.ConvNeXtTiny gets
+18 GELU v2, ``approximate=False``).
 
 1. ``Mul(Mul(x, 0.5), Erfc(Mul(Neg(x), 1/√2)))``  ⇒ ``GELU(x)``
    (``tf.nn.gelu``, Keras' ``gelu``; ``Mul(x, -1/√2)`` for the Neg-and-Mul pair too)
@@ -9,7 +9,7 @@ converter fuses it (measured on TF 2.21: keras.applications.ConvNeXtTiny gets 18
 
 Constants are float32 scalars in either operand slot, compared with float32 tolerance;
 every intermediate has one reader. An Erfc or Pow outside these patterns is refused when
-stage 2b reaches it (``qconvert.frontend.legalization.pattern_only``).
+``legalize_ops`` reaches it (``qconvert.legalize.tf_rewrites.pattern_only``).
 """
 
 from __future__ import annotations

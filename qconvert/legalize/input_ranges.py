@@ -1,4 +1,4 @@
-"""Stage 1: graph inputs get their int8 parameters.
+"""The ``inputs`` stage: graph inputs get their int8 parameters.
 
     input ──▶ op        ⇒        input ──▶ Q(range) ──▶ DQ ──▶ op
 
@@ -47,7 +47,7 @@ def resolve_ranges(graph: Graph, ranges: Mapping[str | None, tuple[float, float]
 
 def set_input_ranges(graph: Graph, ctx: Context) -> bool:
     """Ranges from ``ctx.options``: ``input_ranges``, ``precision.default_ranges``; with calibration
-    data an input with no range is left to calibration (stage 4a')."""
+    data an input with no range is left to calibration (the ``calibrate`` stage)."""
     ranges = ctx.options.input_ranges
     default = ctx.options.precision.default_ranges
     # 16-bit activation FakeQuants make the graph a 16x8 one, from its inputs on

@@ -1,4 +1,5 @@
-"""Stage 4b': ``--default-ranges MIN,MAX`` ("dummy quantization", TensorFlow's default_ranges_stats).
+"""The ``prepare`` stage: ``--default-ranges MIN,MAX`` ("dummy quantization", TensorFlow's
+default_ranges_stats).
 
     op ──▶ y (no range)        ⇒        op ──▶ Q(default) ──▶ DQ ──▶ y
 

@@ -1,6 +1,6 @@
-"""Stage 4b: give every float value on the quantized path its int8 parameters.
+"""The ``prepare`` stage: give every float value on the quantized path its int8 parameters.
 
-After stage 2 the parameters sit in Q → DQ pairs from FakeQuants and input ranges.
+After the ``legalize`` stage the parameters sit in Q → DQ pairs from FakeQuants and input ranges.
 This pass adds the pairs TensorFlow's quantization driver adds, op by op, by the
 op table's rule, until nothing changes:
 

@@ -1,4 +1,5 @@
-"""Stage 5 (first): two FakeQuants in a row keep the first one's range, as in TensorFlow.
+"""The ``quantize`` stage, first: two FakeQuants in a row keep the first one's range, as in
+TensorFlow.
 
     x ──▶ Q(p1) ──▶ DQ ──▶ Q(p2) ──▶ DQ ──▶ op        ⇒        x ──▶ Q(p1) ──▶ DQ ──▶ op
 

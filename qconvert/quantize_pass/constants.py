@@ -1,4 +1,4 @@
-"""Stage 5a: quantize constants.
+"""The ``quantize`` stage: quantize constants.
 
     const (float) ──▶ Q(params)        ⇒        const (int8 / int32, params)
 

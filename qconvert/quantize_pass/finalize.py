@@ -1,4 +1,4 @@
-"""Stage 5d: op versions, tidy tensor names, and the requantization records.
+"""The ``quantize`` stage, last: op versions, tidy tensor names, and the requantization records.
 
 1. Each op gets the version TensorFlow writes for its int8 form (the op table's; MUL is
    version 3 when its rescale factor in1·in2/out is at least 1).
@@ -18,7 +18,7 @@ from qconvert.ir.passes import Context
 from qconvert.ir.qdq import is_dequantize, is_quantize
 from qconvert.ops import int8_version, requant, row
 from qconvert.quant.requant import Operand, operand
-from qconvert.quantize_pass.io import rename_tensors
+from qconvert.quantize_pass.graph_io import rename_tensors
 
 
 def _operand(graph: Graph, name: str) -> Operand | None:

@@ -1,4 +1,4 @@
-"""Stage 5b: fold DQ → op → Q into a quantized op.
+"""The ``quantize`` stage: fold DQ → op → Q into a quantized op.
 
     DQ(a) ─┐
     DQ(w) ─┼─▶ op ──▶ Q(p)      ⇒      a, w, b ──▶ op ──▶ y (int8, p)
@@ -17,11 +17,11 @@ into that op: the op produces the requantized parameters directly.
 from __future__ import annotations
 
 from qconvert.errors import ConversionError
+from qconvert.fuse.into_op import fuse_activation
 from qconvert.ir import Graph
 from qconvert.ir.passes import Context
 from qconvert.ir.qdq import is_dequantize, is_quantize
 from qconvert.ops import Rule, row
-from qconvert.prepare.fuse import fuse_activation
 
 
 def fold_quantized_ops(graph: Graph, ctx: Context) -> bool:

@@ -1,4 +1,4 @@
-"""Stage 5: regroup the slices of a Split / SplitV / Unpack into one multi-output op.
+"""The ``quantize`` stage: regroup the slices of a Split / SplitV / Unpack into one multi-output op.
 
 The importer writes a multi-output TensorFlow op as one STRIDED_SLICE per output (tagged
 ``_group``/``_part``/``_kind``), so every pass before this one deals with single-output

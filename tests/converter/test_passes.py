@@ -15,15 +15,15 @@ from qconvert.errors import ConversionError, InvariantError, UsageError
 from qconvert.fold.drop_fake_quant import drop_fake_quant
 from qconvert.fold.fold_constants import fold_constants
 from qconvert.fold.hoist_layout import hoist_layout
+from qconvert.fuse.into_op import fuse_activation, fuse_bias_add
 from qconvert.ir import Graph
 from qconvert.ir.passes import Context, Origin
 from qconvert.ir.qdq import insert_qdq_after, params_in
-from qconvert.legalize.fake_quant import legalize_fake_quant
+from qconvert.legalize.fake_quant_pairs import legalize_fake_quant
 from qconvert.legalize.input_ranges import set_input_ranges
-from qconvert.legalize.tf_ops import legalize_ops
-from qconvert.prepare.check import check_quantizable
-from qconvert.prepare.fuse import fuse_activation, fuse_bias_add
+from qconvert.legalize.tf_rewrites import legalize_ops
 from qconvert.prepare.propagate import _choose_same_scale, propagate_quant_params
+from qconvert.prepare.quantizable import check_quantizable
 from qconvert.quantize_pass.fold_ops import fold_quantized_ops, fold_requantize
 
 
@@ -36,7 +36,7 @@ def ops(g: Graph) -> list[str]:
     return [n.op for n in g.nodes]
 
 
-# -- stage 1 -----------------------------------------------------------------
+# -- inputs ------------------------------------------------------------------
 
 
 def test_input_range_is_signed_domain():
@@ -68,7 +68,7 @@ def test_fake_quant_on_input_wins_over_the_range():
     assert "ignored" in c.notes[0]
 
 
-# -- stage 2 -----------------------------------------------------------------
+# -- legalize ----------------------------------------------------------------
 
 
 def test_fake_quant_becomes_q_dq_with_unsigned_nudging():
@@ -109,7 +109,7 @@ def test_conv2d_legalizes_to_ohwi_with_zero_bias():
     assert conv.attrs["fused_activation_function"] == "NONE" and conv.attrs["padding"] == "SAME"
 
 
-# -- stage 3 -----------------------------------------------------------------
+# -- fold, fuse ---------------------------------------------------------------
 
 
 def _qat_conv(per_channel: bool = True) -> Graph:
@@ -175,7 +175,7 @@ def test_bias_scale_is_the_double_product():
     assert bias.zero_point == (0,) and bias.dtype == "int32"
 
 
-# -- stage 4 -----------------------------------------------------------------
+# -- prepare -----------------------------------------------------------------
 
 
 def test_same_scale_choice_follows_tensorflow():
@@ -291,7 +291,7 @@ def test_quantize_constants_rounds_half_away_from_zero():
 
 
 def test_int8_io_and_names():
-    from qconvert.quantize_pass.io import quantize_io, rename_io
+    from qconvert.quantize_pass.graph_io import quantize_io, rename_io
 
     g = graph_with_input((1, 4))
     insert_qdq_after(g, "x", per_tensor(0.1, 0), Origin.INPUT_RANGE)
@@ -326,7 +326,7 @@ def test_a_broken_pass_is_reported_with_its_stage(monkeypatch, each_pass):
 
 
 def test_concat_without_fake_quant_gets_the_union_of_its_input_ranges():
-    from qconvert.legalize.fake_quant import concat_union_ranges
+    from qconvert.legalize.fake_quant_pairs import concat_union_ranges
 
     g = graph_with_input((1, 2, 2, 1))
     a = fake_quant(g, "x", -1.0, 0.5, "fa")
@@ -357,7 +357,7 @@ def test_work_list_runs_last_op_first():
 
 
 def test_batch_norm_fold_keeps_the_weight_grid_and_scales_by_abs_multiplier():
-    from qconvert.prepare.fuse import fold_mul_into_weights
+    from qconvert.fuse.into_op import fold_mul_into_weights
 
     g = graph_with_input((1, 1, 1, 2))
     insert_qdq_after(g, "x", per_tensor(0.1, 0), Origin.INPUT_RANGE)
@@ -399,7 +399,7 @@ def test_dilated_conv_pattern_folds():
 
 
 def test_reshape_moves_above_a_fake_quant():
-    from qconvert.legalize.fake_quant import move_reshape_above_fake_quant
+    from qconvert.legalize.fake_quant_pairs import move_reshape_above_fake_quant
 
     g = graph_with_input((1, 2, 2, 1))
     fq = fake_quant(g, "x", -1.0, 1.0, "fq")

@@ -1,4 +1,4 @@
-"""Stage 5c: int8 graph inputs and outputs.
+"""The ``quantize`` stage: int8 graph inputs and outputs.
 
     input (float) ──▶ Q(p) ──▶ …        ⇒        input (int8, p) ──▶ …
     … ──▶ y (int8) ──▶ DQ ──▶ output     ⇒        … ──▶ y (int8) = output

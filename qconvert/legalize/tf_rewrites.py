@@ -1,5 +1,7 @@
-"""TensorFlow ops become TFLite-level ops (still float): the rewrite of each TF op, named by
-its row in ``tf_ops.TF_OPS`` and applied by stage 2 (``qconvert.legalize.tf_ops``).
+"""The ``legalize`` stage: TensorFlow ops become TFLite-level ops (still float). ``legalize_ops``
+rewrites each op whose row in the frontend's TF op table (``qconvert.frontend.tf_ops.TF_OPS``)
+names a TFLite op, by its entry in ``REWRITES`` (a function here, or ``plain("OP", ...)`` when
+only the name and options change):
 
 1. ``Conv2D(x, w)``                ⇒ ``CONV_2D(x, TRANSPOSE(w, [3,0,1,2]), zeros[O])``  (HWIO → OHWI)
 2. ``DepthwiseConv2dNative(x, w)`` ⇒ ``DEPTHWISE_CONV_2D(x, RESHAPE(w, [1,H,W,C·M]), zeros[C·M])``
@@ -8,12 +10,12 @@ its row in ``tf_ops.TF_OPS`` and applied by stage 2 (``qconvert.legalize.tf_ops`
    (HWOI → OHWI; no bias: TensorFlow writes one only when a BiasAdd fuses into it)
 4. ``BiasAdd``/``Add``/``AddV2``/``Sub``/``Mul`` ⇒ ``ADD``/``SUB``/``MUL``
 5. ``FusedBatchNorm*(x)`` (inference)  ⇒ ``ADD(MUL(x, m), offset − mean·m)``, m = scale·rsqrt(var+ε);
-   prepare folds the MUL into a preceding convolution's weights and the ADD into its bias.
+   the ``fuse`` stage folds the MUL into a preceding convolution's weights and the ADD into its bias.
 6. pools, ``Mean``, ``Reshape``, ``Squeeze``, ``ConcatV2``, ``Pad``, ``Softmax``, ``Sigmoid``,
    ``Tanh``, ``Relu``, ``Relu6`` ⇒ their TFLite namesakes, with options as TFLite writes them.
 
 Zero biases are added as TensorFlow's converter adds them; a following BiasAdd
-is fused into them later (prepare). Weight layout ops are folded in stage 3.
+is fused into them later (the ``fuse`` stage). Weight layout ops are folded by the ``fold`` stage.
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ from typing import Callable, Sequence
 import numpy as np
 
 from qconvert.errors import ConversionError
+from qconvert.frontend.tf_ops import TF_OPS
 from qconvert.ir import Graph, Node, Tensor
+from qconvert.ir.passes import Context
 from qconvert.ops.windows import STRIDED_SLICE_MASKS
 from qconvert.quant.rounding import rsqrt_float32
 
@@ -380,3 +384,75 @@ def block_op(op: str) -> Rewrite:
         node.op = op
 
     return rewrite
+
+
+_GELU_FIX = "export the model with Keras' 'gelu' activation or tf.nn.gelu"
+
+# The rewrite of every TensorFlow op whose TF_OPS row names a TFLite op, but for FakeQuant*
+# (legalize_fake_quant, earlier in the stage) and Split/SplitV/Unpack (the importer's slices).
+REWRITES: dict[str, Rewrite] = {
+    "Conv2D": conv2d,
+    "DepthwiseConv2dNative": depthwise,
+    "MatMul": matmul,
+    "Conv2DBackpropInput": transpose_conv,
+    "BiasAdd": plain("ADD", fused_activation_function="NONE"),
+    "Add": plain("ADD", fused_activation_function="NONE"),
+    "AddV2": plain("ADD", fused_activation_function="NONE"),
+    "Sub": plain("SUB", fused_activation_function="NONE"),
+    "Mul": plain("MUL", fused_activation_function="NONE"),
+    "RealDiv": real_div,
+    "Neg": neg,
+    "SquaredDifference": plain("SQUARED_DIFFERENCE"),
+    "Rsqrt": plain("RSQRT"),
+    # parts of GELU's patterns (fuse_gelu, earlier in the stage, takes them): refused anywhere else
+    "Erfc": pattern_only("GELU's 0.5·x·erfc(-x/√2)", _GELU_FIX),
+    "Pow": pattern_only("GELU's tanh approximation (x³)", _GELU_FIX),
+    "ResizeNearestNeighbor": resize("RESIZE_NEAREST_NEIGHBOR"),
+    "ResizeBilinear": resize("RESIZE_BILINEAR"),
+    "FusedBatchNorm": fused_batch_norm,
+    "FusedBatchNormV2": fused_batch_norm,
+    "FusedBatchNormV3": fused_batch_norm,
+    "Relu": plain("RELU"),
+    "Relu6": plain("RELU6"),
+    "LeakyRelu": leaky_relu,
+    "Max": reducer("REDUCE_MAX"),
+    "Sum": reducer("SUM"),
+    "Slice": int32_operands("SLICE", 1, 2),
+    "StridedSlice": strided_slice,
+    "ExpandDims": as_reshape,
+    "Maximum": plain("MAXIMUM"),
+    "Minimum": plain("MINIMUM"),
+    "AvgPool": pool("AVERAGE_POOL_2D"),
+    "MaxPool": pool("MAX_POOL_2D"),
+    "Mean": mean,
+    "Reshape": reshape,
+    "Transpose": transpose,
+    "SpaceToBatchND": block_op("SPACE_TO_BATCH_ND"),
+    "BatchToSpaceND": block_op("BATCH_TO_SPACE_ND"),
+    "Squeeze": squeeze,
+    "ConcatV2": concat,
+    "Pack": pack,
+    "SpaceToDepth": block_size("SPACE_TO_DEPTH"),
+    "DepthToSpace": block_size("DEPTH_TO_SPACE"),
+    "GatherV2": gather,
+    "ArgMax": arg_max,
+    "Pad": int32_operands("PAD", 1),
+    "Softmax": plain("SOFTMAX", beta=1.0),
+    "Sigmoid": plain("LOGISTIC"),
+    "Tanh": plain("TANH"),
+}
+
+
+def legalize_ops(graph: Graph, ctx: Context) -> bool:
+    """Every op whose TF_OPS row names a TFLite op becomes it, by its ``REWRITES`` entry."""
+    changed = False
+    for node in graph:
+        spec = TF_OPS.get(node.op)
+        if spec is None or spec.tfl is None:
+            continue
+        rewrite = REWRITES.get(node.op)
+        if rewrite is None:
+            raise ConversionError(f"node '{node.name}': no legalization for {node.op}")
+        rewrite(graph, node)
+        changed = True
+    return changed

@@ -1,4 +1,4 @@
-"""Stage 4c: every op on the path must be fully quantizable; say which are not.
+"""The ``prepare`` stage, last: every op on the path must be fully quantizable; say which are not.
 
 With ``--allow-float`` the offending ops are put in ``ctx.float_ops`` instead, and reported.
 

@@ -1,4 +1,4 @@
-"""Stage 2a: FakeQuant nodes become QUANTIZE → DEQUANTIZE pairs.
+"""The ``legalize`` stage: FakeQuant nodes become QUANTIZE → DEQUANTIZE pairs.
 
     x ──▶ FakeQuant*(min, max) ──▶ y    ⇒    x ──▶ FAKE_QUANT ──▶ Q(params) ──▶ DQ ──▶ y
 

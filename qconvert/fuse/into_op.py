@@ -1,39 +1,34 @@
-"""Stage 4a: fuse a bias add and a following activation into the op before them.
+"""The ``fuse`` stage: what goes into a convolution or FULLY_CONNECTED next to it.
 
 0. ``op(x, w, b) ──▶ MUL(·, m)`` ⇒ ``op(x, w·m, b·m)`` (a BatchNorm's scale; see fold_mul_into_weights)
 0'. ``ADD(x, c) ──▶ FULLY_CONNECTED(·, W, b)`` ⇒ ``FULLY_CONNECTED(x, W, b + W·c)`` when b is not
    all zeros (TensorFlow's FuseAddAndFullyConnected, applied bottom-up: see fuse_add_into_fully_connected)
+0''. ``MUL|ADD|SUB(x, c) ──▶ op(·, w, b)`` with a scalar ``c`` ⇒ ``op(x, w·c, b)`` or
+   ``op(x, w, b ± Σ w·c)`` (an input scale and offset; see fold_mul_into_following_weights)
 1. ``CONV_2D | DEPTHWISE_CONV_2D | FULLY_CONNECTED (…, bias) ──▶ ADD(·, c)``
    ⇒ the op with ``bias + c``, when ``c`` is a constant of one value per output
    channel or a scalar and the op's output has no other reader (also ``SUB``: ``bias - c``).
 2. ``op ──▶ RELU | RELU6 | RELU_N1_TO_1`` ⇒ ``op`` with ``fused_activation_function``
    set, for ops whose TFLite kernel clamps (conv, depthwise, FC, ADD, SUB, MUL).
-3. ``x · relu6(x + 3) · (1/6)`` ⇒ ``HARD_SWISH(x)`` (see fuse_hard_swish).
-4. ``relu(x) + c · relu(-x)`` ⇒ ``PRELU(x, -c)`` (see fuse_prelu).
-5. ``RESHAPE → FULLY_CONNECTED → RESHAPE`` on an N-D tensor ⇒ ``FULLY_CONNECTED(keep_num_dims)``
-   (see fuse_reshapes_into_fully_connected), first of all, so the bias and ReLU fuse after it.
-6. ``PAD(x) ──▶ CONV_2D | DEPTHWISE_CONV_2D (VALID)`` ⇒ the op ``(SAME)`` on x, when the zero
+3. ``PAD(x) ──▶ CONV_2D | DEPTHWISE_CONV_2D (VALID)`` ⇒ the op ``(SAME)`` on x, when the zero
    padding is exactly SAME's (see fuse_pad_into_conv).
-7. ``RESHAPE ──▶ ADD|SUB|MUL(·, c)`` ⇒ the op before the RESHAPE, when c broadcasts the same
-   on both shapes (see move_binary_before_reshape), so a Conv1D's bias and BatchNorm fuse;
-   then chains of RESHAPEs merge (see merge_reshapes), and a reduction whose RESHAPE only puts
-   back the reduced dimensions keeps them (see keep_reduced_dims).
 
-Both happen before quantization, as in TensorFlow's converter: a FakeQuant between
+Hard-swish and PReLU are in ``activation_patterns``, the RESHAPE rewrites in ``reshapes``.
+All happen before quantization, as in TensorFlow's converter: a FakeQuant between
 the two ops (a Q/DQ pair) blocks the fusion, since the range in between matters.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Callable, Sequence
+from typing import Callable
 
 import numpy as np
 
 from qconvert.ir import Graph, Node
 from qconvert.ir.passes import Context, Origin
-from qconvert.ir.qdq import dequantized_from, insert_qdq_on_edge, is_dequantize, is_quantize
-from qconvert.ops import HARD_SWISH_GATE, PRELU_GATE, OpRow, Rule, row
+from qconvert.ir.qdq import dequantized_from, insert_qdq_on_edge
+from qconvert.ops import OpRow, Rule, row
 from qconvert.ops.windows import window_padding
 
 # A private node attribute (not written to the file): fuse_activation leaves this op's activation
@@ -41,7 +36,8 @@ from qconvert.ops.windows import window_padding
 ACTIVATION_APART = "_activation_apart"
 
 
-def _sole_reader(graph: Graph, node: Node) -> Node | None:
+def sole_reader(graph: Graph, node: Node) -> Node | None:
+    """The one op reading ``node``'s output, when that output is not also a graph output."""
     out = node.outputs[0]
     readers = graph.consumers(out)
     if len(readers) != 1 or out in graph.outputs:
@@ -55,7 +51,7 @@ def _unfused_reader(graph: Graph, node: Node, wanted: Callable[[OpRow], bool]) -
     r = row(node.op)
     if r is None or r.rule is not Rule.WEIGHTED or node.attrs.get("fused_activation_function") != "NONE":
         return None
-    reader = _sole_reader(graph, node)
+    reader = sole_reader(graph, node)
     rr = row(reader.op) if reader is not None else None
     if rr is None or not wanted(rr) or reader.attrs.get("fused_activation_function") != "NONE":  # type: ignore[union-attr]
         return None
@@ -188,7 +184,7 @@ def fuse_activation(graph: Graph, ctx: Context) -> bool:
             # after calibration both are int8 ops. A QAT graph has no range between the two (TensorFlow
             # then leaves the conv in float32); there we fuse, and the conv is int8 too.
             continue
-        act = _sole_reader(graph, node)
+        act = sole_reader(graph, node)
         act_row = row(act.op) if act is not None else None
         if act_row is None or act_row.activation is None:
             continue
@@ -255,169 +251,6 @@ def _fold_fc_bias(c: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (total + comp).astype(np.float32)
 
 
-def _arith(graph: Graph, name: str, kind: str) -> Node | None:
-    """The producer of ``name`` if it is a ``kind`` op ("add", "mul") read only there, without
-    a fused activation unless the caller checks it."""
-    node = graph.producer(name)
-    r = row(node.op) if node is not None else None
-    if r is None or r.arith != kind or len(graph.consumers(name)) != 1 or name in graph.outputs:
-        return None
-    return node
-
-
-def _split(graph: Graph, node: Node, value: float) -> str | None:
-    """The operand of a binary ``node`` whose other operand is exactly the scalar constant ``value``."""
-    return graph.scalar_operand(node, value)
-
-
-def _add3_relu6(graph: Graph, name: str) -> str | None:
-    """``x`` where ``name`` is ``ADD(x, 3)`` with a fused RELU6, read only once."""
-    add = _arith(graph, name, "add")
-    if add is None or add.attrs.get("fused_activation_function") != HARD_SWISH_GATE:
-        return None
-    return _split(graph, add, 3.0)
-
-
-def fuse_hard_swish(graph: Graph, ctx: Context) -> bool:
-    """``x · relu6(x + 3) · (1/6)`` ⇒ ``HARD_SWISH(x)``, as TensorFlow's optimize pass fuses it
-    (measured on TF 2.21: one HARD_SWISH v1 in post-training quantization, for Keras'
-    ``x * (relu6(x + 3) * (1/6))`` and for ``(x * relu6(x + 3)) * (1/6)``). The constants are
-    float32 scalars 3 and 1/6; the RELU6 is the ADD's fused activation (rule 2 ran first);
-    every intermediate has one reader. A FakeQuant in between (a Q/DQ pair) blocks it."""
-    dead: list[Node] = []
-    for outer in graph:
-        r = row(outer.op)
-        if r is None or r.arith != "mul" or outer.attrs.get("fused_activation_function", "NONE") != "NONE":
-            continue
-        x = None
-        for slot in (0, 1):  # x · (relu6(x + 3) · 1/6)
-            inner = _arith(graph, outer.inputs[1 - slot], "mul")
-            if inner is None or inner.attrs.get("fused_activation_function", "NONE") != "NONE":
-                continue
-            gate = _split(graph, inner, 1.0 / 6.0)
-            if gate is not None and _add3_relu6(graph, gate) == outer.inputs[slot]:
-                x, parts = outer.inputs[slot], [inner, graph.producer(gate)]
-                break
-        if x is None:  # (x · relu6(x + 3)) · 1/6
-            product = _split(graph, outer, 1.0 / 6.0)
-            inner = _arith(graph, product, "mul") if product is not None else None
-            if inner is not None and inner.attrs.get("fused_activation_function", "NONE") == "NONE":
-                for slot in (0, 1):
-                    if _add3_relu6(graph, inner.inputs[1 - slot]) == inner.inputs[slot]:
-                        x, parts = inner.inputs[slot], [inner, graph.producer(inner.inputs[1 - slot])]
-                        break
-        if x is None:
-            continue
-        outer.op, outer.inputs, outer.attrs = "HARD_SWISH", [x], {}
-        dead += parts  # type: ignore[arg-type]
-    graph.remove_nodes(dead)
-    graph.prune()
-    return bool(dead)
-
-
-def _negated(graph: Graph, name: str, activation: str = "NONE") -> tuple[str, Node] | None:
-    """``(x, node)`` where ``name`` is ``MUL(x, -1)`` (a legalized Neg) with that fused
-    activation, read only once."""
-    node = _arith(graph, name, "mul")
-    if node is None or node.attrs.get("fused_activation_function", "NONE") != activation:
-        return None
-    x = _split(graph, node, -1.0)
-    return (x, node) if x is not None else None
-
-
-def _activation(node: Node) -> str | None:
-    r = row(node.op)
-    return r.activation if r is not None else None
-
-
-def fuse_prelu(graph: Graph, ctx: Context) -> bool:
-    """``relu(x) + c · relu(-x)`` ⇒ ``PRELU(x, -c)``: Keras' PReLU (``-alpha`` times ``relu(-x)``),
-    as TensorFlow's optimize pass fuses it (measured on TF 2.21: one PRELU v1 in post-training
-    quantization). ``-x`` is a legalized Neg, ``MUL(x, -1)``, whose RELU rule 2 fused; ``c`` is a
-    constant (its negation is alpha, exact in float32) or a negated value (alpha behind a
-    FakeQuant: ``MUL(DQ(alpha), -1)``). Every intermediate has one reader."""
-    dead: list[Node] = []
-    for add in graph:
-        r = row(add.op)
-        if r is None or r.arith != "add" or add.attrs.get("fused_activation_function", "NONE") != "NONE":
-            continue
-        found = next((m for m in (_prelu_halves(graph, add, slot) for slot in (0, 1)) if m is not None), None)
-        if found is None:
-            continue
-        x, alpha, parts = found
-        add.op, add.inputs, add.attrs = "PRELU", [x, alpha], {}
-        dead += parts
-    graph.remove_nodes(dead)
-    graph.prune()
-    return bool(dead)
-
-
-def _prelu_halves(graph: Graph, add: Node, slot: int) -> tuple[str, str, list[Node]] | None:
-    """``(x, alpha, nodes to remove)`` when ``add``'s operand ``slot`` is ``relu(x)`` and the other
-    is ``c · relu(-x)``."""
-    pos = graph.producer(add.inputs[slot])
-    scaled = _arith(graph, add.inputs[1 - slot], "mul")
-    if pos is None or _activation(pos) != PRELU_GATE or len(graph.consumers(pos.outputs[0])) != 1 \
-            or scaled is None or scaled.attrs.get("fused_activation_function", "NONE") != "NONE":
-        return None
-    x = pos.inputs[0]
-    for k in (0, 1):
-        neg = _negated(graph, scaled.inputs[k], PRELU_GATE)
-        if neg is None or neg[0] != x:
-            continue
-        c = scaled.inputs[1 - k]
-        value = graph.const(c)
-        if value is not None and value.dtype == np.float32:
-            return x, graph.add_const(f"{add.name}/alpha", np.negative(value)), [pos, scaled, neg[1]]
-        minus = _negated(graph, c)
-        if minus is not None:
-            return x, minus[0], [pos, scaled, neg[1], minus[1]]
-    return None
-
-
-def fuse_reshapes_into_fully_connected(graph: Graph, ctx: Context) -> bool:
-    """``RESHAPE([..., K] → [N, K]) → FULLY_CONNECTED → RESHAPE([N, O] → [..., O])`` ⇒
-    ``FULLY_CONNECTED(keep_num_dims=True)`` on the N-D tensor: a Keras Dense on a 3-D or 4-D
-    input (``tensordot``), as TensorFlow fuses it (measured on TF 2.21: one FULLY_CONNECTED v5
-    with keep_num_dims, its bias and ReLU fused). The leading dimensions must come back
-    unchanged; every intermediate has one reader."""
-    dead: list[Node] = []
-    for fc in graph:
-        r = row(fc.op)
-        if r is None or r.rule is not Rule.WEIGHTED or r.weight_axis is not None or fc.attrs.get("keep_num_dims"):
-            continue
-        before = graph.producer(fc.inputs[0])
-        qdq: list[Node] = []
-        if is_dequantize(before) and len(graph.consumers(fc.inputs[0])) == 1:
-            # the FakeQuant of the flattened input (a Q/DQ pair between the RESHAPE and the FC)
-            q = graph.producer(before.inputs[0])
-            if is_quantize(q) and len(graph.consumers(q.outputs[0])) == 1 and not graph.is_const(q.inputs[0]):
-                qdq, before = [q, before], graph.producer(q.inputs[0])
-        after = _sole_reader(graph, fc)
-        if before is None or after is None or not (row(before.op) and row(before.op).reshapes) \
-                or not (row(after.op) and row(after.op).reshapes) or len(graph.consumers(before.outputs[0])) != 1 \
-                or before.outputs[0] in graph.outputs:
-            continue
-        x_shape = graph.tensors[before.inputs[0]].shape
-        y_shape = graph.tensors[after.outputs[0]].shape
-        fc_shape = graph.tensors[fc.outputs[0]].shape
-        if x_shape is None or y_shape is None or len(x_shape) < 3 or len(y_shape) != len(x_shape) \
-                or tuple(y_shape[:-1]) != tuple(x_shape[:-1]) or y_shape[-1] != fc_shape[-1]:
-            continue
-        if qdq:  # the pair moves above the RESHAPE: it quantizes the N-D tensor
-            qdq[0].inputs[0] = before.inputs[0]
-            for n in qdq:
-                graph.tensors[n.outputs[0]].shape = tuple(x_shape)
-        else:
-            fc.inputs[0] = before.inputs[0]
-        fc.outputs = list(after.outputs)
-        fc.attrs["keep_num_dims"] = True
-        dead += [before, after]
-    graph.remove_nodes(dead)
-    graph.prune()
-    return bool(dead)
-
-
 def fuse_pad_into_conv(graph: Graph, ctx: Context) -> bool:
     """``PAD(x, p) ──▶ CONV_2D | DEPTHWISE_CONV_2D (padding VALID)`` ⇒ the op with padding SAME
     on ``x``, when ``p`` pads only height and width, by exactly what SAME pads for that kernel,
@@ -430,7 +263,7 @@ def fuse_pad_into_conv(graph: Graph, ctx: Context) -> bool:
         r = row(pad.op)
         if r is None or not r.zero_pads or len(pad.inputs) != 2 or not graph.is_const(pad.inputs[1]):
             continue
-        conv = _sole_reader(graph, pad)
+        conv = sole_reader(graph, pad)
         rc = row(conv.op) if conv is not None else None
         if rc is None or not rc.takes_same_padding or conv.inputs[0] != pad.outputs[0] \
                 or conv.attrs.get("padding") != "VALID":
@@ -449,103 +282,6 @@ def fuse_pad_into_conv(graph: Graph, ctx: Context) -> bool:
         conv.inputs[0] = pad.inputs[0]
         conv.attrs["padding"] = "SAME"
         dead.append(pad)
-    graph.remove_nodes(dead)
-    graph.prune()
-    return bool(dead)
-
-
-def _is_tail(tail: Sequence[int], full: Sequence[int]) -> bool:
-    return len(tail) <= len(full) and tuple(tail) == tuple(full[len(full) - len(tail):])
-
-
-def move_binary_before_reshape(graph: Graph, ctx: Context) -> bool:
-    """``RESHAPE(x) ──▶ ADD|SUB|MUL(·, c)`` ⇒ ``ADD|SUB|MUL(x, c) ──▶ RESHAPE``, when the
-    constant's shape is a tail of both shapes and the reshape's output shape a tail of its
-    input's (ranks ≤ 4, the RESHAPE read only by that op): TensorFlow's
-    MoveBinaryOperatorBeforeReshape. A Keras Conv1D's bias (and a BatchNorm after it) follows
-    the Squeeze of the 2-D convolution it is written as; moved before it, it fuses into the
-    convolution (measured on TF 2.21: Conv1D + bias + BatchNorm is RESHAPE, CONV_2D, RESHAPE)."""
-    moved = False
-    for binary in list(graph):
-        r = row(binary.op)
-        if r is None or r.arith is None or binary.attrs.get("fused_activation_function", "NONE") != "NONE":
-            continue
-        reshape = graph.producer(binary.inputs[0])
-        c = graph.const(binary.inputs[1])
-        if reshape is None or c is None or not (row(reshape.op) and row(reshape.op).reshapes) \
-                or len(graph.consumers(reshape.outputs[0])) != 1 or reshape.outputs[0] in graph.outputs:
-            continue
-        x, mid = reshape.inputs[0], reshape.outputs[0]
-        x_shape, mid_shape = graph.tensors[x].shape, graph.tensors[mid].shape
-        if x_shape is None or mid_shape is None or graph.tensors[x].dtype != c.dtype.name \
-                or max(len(x_shape), len(mid_shape), c.ndim) > 4 \
-                or not (_is_tail(c.shape, mid_shape) and _is_tail(mid_shape, x_shape) and _is_tail(c.shape, x_shape)):
-            continue
-        out = binary.outputs[0]
-        binary.inputs[0] = x
-        binary.outputs = [mid]
-        graph.tensors[mid].shape = tuple(x_shape)
-        reshape.inputs[0] = mid
-        reshape.outputs = [out]
-        graph.move_after(reshape, binary)
-        moved = True
-    return moved
-
-
-def _is_reshape(node: Node) -> bool:
-    """A shape-only op whose target is its operand 1 (RESHAPE; not SQUEEZE, whose dims index its input)."""
-    r = row(node.op)
-    return r is not None and r.reshapes and len(node.inputs) == 2
-
-
-def merge_reshapes(graph: Graph, ctx: Context) -> bool:
-    """``RESHAPE(RESHAPE(x))`` ⇒ ``RESHAPE(x)``; a RESHAPE that keeps its input's shape goes
-    (TensorFlow's canonicalization: a Conv1D's Squeeze and the next Conv1D's ExpandDims are
-    one RESHAPE in its file)."""
-    changed = False
-    dead = []
-    for node in graph:
-        r = row(node.op)
-        if r is None or not r.reshapes:
-            continue
-        inner = graph.producer(node.inputs[0])
-        if inner is not None and _is_reshape(inner) and _is_reshape(node):
-            node.inputs[0] = inner.inputs[0]
-            changed = True
-        x, y = node.inputs[0], node.outputs[0]
-        if y not in graph.outputs and graph.tensors[x].shape == graph.tensors[y].shape:
-            graph.replace_all_uses(y, x)
-            dead.append(node)
-    graph.remove_nodes(dead)
-    graph.prune()
-    return changed or bool(dead)
-
-
-def keep_reduced_dims(graph: Graph, ctx: Context) -> bool:
-    """``MEAN|SUM|REDUCE_MAX(x, axes, keep_dims=False) ──▶ RESHAPE`` back to the kept-dims shape ⇒
-    the reduction with ``keep_dims=True`` (a MEAN that then keeps its input's shape, over 1×1, is
-    removed by fold's remove_identity_arith, which the fuse stage runs after this). TensorFlow
-    canonicalizes both (measured on EfficientNetB0 at 32 px, whose squeeze-and-
-    excite blocks are GlobalAveragePooling2D, Reshape: TF writes 12 MEAN and no RESHAPE where we
-    wrote 17 and 16)."""
-    dead = []
-    for node in graph:
-        if not _is_reshape(node):
-            continue
-        reduce = graph.producer(node.inputs[0])
-        if reduce is None or reduce.attrs.get("keep_dims") is not False or len(reduce.inputs) != 2 \
-                or len(graph.consumers(reduce.outputs[0])) != 1 or reduce.outputs[0] in graph.outputs:
-            continue
-        shape, axes = graph.tensors[reduce.inputs[0]].shape, graph.const(reduce.inputs[1])
-        if shape is None or axes is None:
-            continue
-        reduced = {int(a) % len(shape) for a in np.asarray(axes).reshape(-1)}
-        kept = tuple(1 if i in reduced else d for i, d in enumerate(shape))
-        if tuple(graph.tensors[node.outputs[0]].shape or ()) != kept:
-            continue
-        reduce.attrs["keep_dims"] = True
-        reduce.outputs = list(node.outputs)
-        dead.append(node)
     graph.remove_nodes(dead)
     graph.prune()
     return bool(dead)

@@ -1,0 +1,162 @@
+"""The ``fuse`` stage: RESHAPEs out of the way of the fusions, as TensorFlow's optimize pass
+and canonicalizer move them.
+
+1. ``RESHAPE → FULLY_CONNECTED → RESHAPE`` on an N-D tensor ⇒ ``FULLY_CONNECTED(keep_num_dims)``
+   (see fuse_reshapes_into_fully_connected), first of all, so the bias and ReLU fuse after it.
+2. ``RESHAPE ──▶ ADD|SUB|MUL(·, c)`` ⇒ the op before the RESHAPE, when c broadcasts the same
+   on both shapes (see move_binary_before_reshape), so a Conv1D's bias and BatchNorm fuse;
+   then chains of RESHAPEs merge (see merge_reshapes), and a reduction whose RESHAPE only puts
+   back the reduced dimensions keeps them (see keep_reduced_dims).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from qconvert.fuse.into_op import sole_reader
+from qconvert.ir import Graph, Node
+from qconvert.ir.passes import Context
+from qconvert.ir.qdq import is_dequantize, is_quantize
+from qconvert.ops import Rule, row
+
+
+def fuse_reshapes_into_fully_connected(graph: Graph, ctx: Context) -> bool:
+    """``RESHAPE([..., K] → [N, K]) → FULLY_CONNECTED → RESHAPE([N, O] → [..., O])`` ⇒
+    ``FULLY_CONNECTED(keep_num_dims=True)`` on the N-D tensor: a Keras Dense on a 3-D or 4-D
+    input (``tensordot``), as TensorFlow fuses it (measured on TF 2.21: one FULLY_CONNECTED v5
+    with keep_num_dims, its bias and ReLU fused). The leading dimensions must come back
+    unchanged; every intermediate has one reader."""
+    dead: list[Node] = []
+    for fc in graph:
+        r = row(fc.op)
+        if r is None or r.rule is not Rule.WEIGHTED or r.weight_axis is not None or fc.attrs.get("keep_num_dims"):
+            continue
+        before = graph.producer(fc.inputs[0])
+        qdq: list[Node] = []
+        if is_dequantize(before) and len(graph.consumers(fc.inputs[0])) == 1:
+            # the FakeQuant of the flattened input (a Q/DQ pair between the RESHAPE and the FC)
+            q = graph.producer(before.inputs[0])
+            if is_quantize(q) and len(graph.consumers(q.outputs[0])) == 1 and not graph.is_const(q.inputs[0]):
+                qdq, before = [q, before], graph.producer(q.inputs[0])
+        after = sole_reader(graph, fc)
+        if before is None or after is None or not (row(before.op) and row(before.op).reshapes) \
+                or not (row(after.op) and row(after.op).reshapes) or len(graph.consumers(before.outputs[0])) != 1 \
+                or before.outputs[0] in graph.outputs:
+            continue
+        x_shape = graph.tensors[before.inputs[0]].shape
+        y_shape = graph.tensors[after.outputs[0]].shape
+        fc_shape = graph.tensors[fc.outputs[0]].shape
+        if x_shape is None or y_shape is None or len(x_shape) < 3 or len(y_shape) != len(x_shape) \
+                or tuple(y_shape[:-1]) != tuple(x_shape[:-1]) or y_shape[-1] != fc_shape[-1]:
+            continue
+        if qdq:  # the pair moves above the RESHAPE: it quantizes the N-D tensor
+            qdq[0].inputs[0] = before.inputs[0]
+            for n in qdq:
+                graph.tensors[n.outputs[0]].shape = tuple(x_shape)
+        else:
+            fc.inputs[0] = before.inputs[0]
+        fc.outputs = list(after.outputs)
+        fc.attrs["keep_num_dims"] = True
+        dead += [before, after]
+    graph.remove_nodes(dead)
+    graph.prune()
+    return bool(dead)
+
+
+def _is_tail(tail: Sequence[int], full: Sequence[int]) -> bool:
+    return len(tail) <= len(full) and tuple(tail) == tuple(full[len(full) - len(tail):])
+
+
+def move_binary_before_reshape(graph: Graph, ctx: Context) -> bool:
+    """``RESHAPE(x) ──▶ ADD|SUB|MUL(·, c)`` ⇒ ``ADD|SUB|MUL(x, c) ──▶ RESHAPE``, when the
+    constant's shape is a tail of both shapes and the reshape's output shape a tail of its
+    input's (ranks ≤ 4, the RESHAPE read only by that op): TensorFlow's
+    MoveBinaryOperatorBeforeReshape. A Keras Conv1D's bias (and a BatchNorm after it) follows
+    the Squeeze of the 2-D convolution it is written as; moved before it, it fuses into the
+    convolution (measured on TF 2.21: Conv1D + bias + BatchNorm is RESHAPE, CONV_2D, RESHAPE)."""
+    moved = False
+    for binary in list(graph):
+        r = row(binary.op)
+        if r is None or r.arith is None or binary.attrs.get("fused_activation_function", "NONE") != "NONE":
+            continue
+        reshape = graph.producer(binary.inputs[0])
+        c = graph.const(binary.inputs[1])
+        if reshape is None or c is None or not (row(reshape.op) and row(reshape.op).reshapes) \
+                or len(graph.consumers(reshape.outputs[0])) != 1 or reshape.outputs[0] in graph.outputs:
+            continue
+        x, mid = reshape.inputs[0], reshape.outputs[0]
+        x_shape, mid_shape = graph.tensors[x].shape, graph.tensors[mid].shape
+        if x_shape is None or mid_shape is None or graph.tensors[x].dtype != c.dtype.name \
+                or max(len(x_shape), len(mid_shape), c.ndim) > 4 \
+                or not (_is_tail(c.shape, mid_shape) and _is_tail(mid_shape, x_shape) and _is_tail(c.shape, x_shape)):
+            continue
+        out = binary.outputs[0]
+        binary.inputs[0] = x
+        binary.outputs = [mid]
+        graph.tensors[mid].shape = tuple(x_shape)
+        reshape.inputs[0] = mid
+        reshape.outputs = [out]
+        graph.move_after(reshape, binary)
+        moved = True
+    return moved
+
+
+def _is_reshape(node: Node) -> bool:
+    """A shape-only op whose target is its operand 1 (RESHAPE; not SQUEEZE, whose dims index its input)."""
+    r = row(node.op)
+    return r is not None and r.reshapes and len(node.inputs) == 2
+
+
+def merge_reshapes(graph: Graph, ctx: Context) -> bool:
+    """``RESHAPE(RESHAPE(x))`` ⇒ ``RESHAPE(x)``; a RESHAPE that keeps its input's shape goes
+    (TensorFlow's canonicalization: a Conv1D's Squeeze and the next Conv1D's ExpandDims are
+    one RESHAPE in its file)."""
+    changed = False
+    dead = []
+    for node in graph:
+        r = row(node.op)
+        if r is None or not r.reshapes:
+            continue
+        inner = graph.producer(node.inputs[0])
+        if inner is not None and _is_reshape(inner) and _is_reshape(node):
+            node.inputs[0] = inner.inputs[0]
+            changed = True
+        x, y = node.inputs[0], node.outputs[0]
+        if y not in graph.outputs and graph.tensors[x].shape == graph.tensors[y].shape:
+            graph.replace_all_uses(y, x)
+            dead.append(node)
+    graph.remove_nodes(dead)
+    graph.prune()
+    return changed or bool(dead)
+
+
+def keep_reduced_dims(graph: Graph, ctx: Context) -> bool:
+    """``MEAN|SUM|REDUCE_MAX(x, axes, keep_dims=False) ──▶ RESHAPE`` back to the kept-dims shape ⇒
+    the reduction with ``keep_dims=True`` (a MEAN that then keeps its input's shape, over 1×1, is
+    removed by fold's remove_identity_arith, which the fuse stage runs after this). TensorFlow
+    canonicalizes both (measured on EfficientNetB0 at 32 px, whose squeeze-and-
+    excite blocks are GlobalAveragePooling2D, Reshape: TF writes 12 MEAN and no RESHAPE where we
+    wrote 17 and 16)."""
+    dead = []
+    for node in graph:
+        if not _is_reshape(node):
+            continue
+        reduce = graph.producer(node.inputs[0])
+        if reduce is None or reduce.attrs.get("keep_dims") is not False or len(reduce.inputs) != 2 \
+                or len(graph.consumers(reduce.outputs[0])) != 1 or reduce.outputs[0] in graph.outputs:
+            continue
+        shape, axes = graph.tensors[reduce.inputs[0]].shape, graph.const(reduce.inputs[1])
+        if shape is None or axes is None:
+            continue
+        reduced = {int(a) % len(shape) for a in np.asarray(axes).reshape(-1)}
+        kept = tuple(1 if i in reduced else d for i, d in enumerate(shape))
+        if tuple(graph.tensors[node.outputs[0]].shape or ()) != kept:
+            continue
+        reduce.attrs["keep_dims"] = True
+        reduce.outputs = list(node.outputs)
+        dead.append(node)
+    graph.remove_nodes(dead)
+    graph.prune()
+    return bool(dead)

@@ -1,0 +1,28 @@
+"""The stage this package holds: ``fuse`` (TensorFlow's optimize-pass fusions, on the float graph)."""
+
+from __future__ import annotations
+
+from qconvert.fold.identity_arith import remove_identity_arith
+from qconvert.fuse.activation_patterns import fuse_hard_swish, fuse_prelu
+from qconvert.fuse.into_op import (
+    fold_mul_into_following_weights,
+    fold_mul_into_weights,
+    fuse_activation,
+    fuse_add_into_fully_connected,
+    fuse_bias_add,
+    fuse_pad_into_conv,
+)
+from qconvert.fuse.reshapes import (
+    fuse_reshapes_into_fully_connected,
+    keep_reduced_dims,
+    merge_reshapes,
+    move_binary_before_reshape,
+)
+from qconvert.ir.passes import Stage
+
+FUSE = Stage("fuse", "fuse", "zero Pad into SAME convs; Dense on N-D; ops across RESHAPEs; bias adds, BatchNorm "
+             "and an input scale into weights/bias; ReLU/ReLU6/ReLU1 into the op; hard-swish; PReLU",
+             (fuse_pad_into_conv, fuse_reshapes_into_fully_connected, move_binary_before_reshape,
+              merge_reshapes, keep_reduced_dims, remove_identity_arith, fuse_add_into_fully_connected, fuse_bias_add,
+              fold_mul_into_weights, fold_mul_into_following_weights, fuse_bias_add, fuse_activation, fuse_hard_swish,
+              fuse_prelu))

@@ -1,0 +1,28 @@
+"""The stages this package holds: ``quantize`` (the int8 graph) and ``blockwise`` (``--weights
+int4 --block-size N``: in place of calibrate, prepare and quantize, weights only)."""
+
+from __future__ import annotations
+
+from qconvert.ir.passes import Stage
+from qconvert.quantize_pass.back_to_back import drop_back_to_back_fake_quant
+from qconvert.quantize_pass.blockwise import blockwise_weights
+from qconvert.quantize_pass.constants import quantize_constants
+from qconvert.quantize_pass.finalize import assign_versions, check_int8, int16_options, requant_records, tidy_names
+from qconvert.quantize_pass.fold_ops import (
+    float_op_constants,
+    fold_quantized_ops,
+    fold_requantize,
+    fuse_quantized_activation,
+)
+from qconvert.quantize_pass.graph_io import quantize_io, rename_io
+from qconvert.quantize_pass.regroup import regroup_splits
+
+QUANTIZE = Stage("quantize", "quantize_pass", "DQ→op→Q ⇒ int8 op; int8/int32 constants; int8 graph I/O; versions; "
+                 "multiplier/shift records",
+                 (drop_back_to_back_fake_quant, float_op_constants, quantize_constants, fold_quantized_ops,
+                  fold_requantize, fuse_quantized_activation, regroup_splits, quantize_io, rename_io, tidy_names,
+                  check_int8, assign_versions, int16_options, requant_records))
+
+BLOCKWISE = Stage("blockwise", "quantize_pass", "--block-size: FULLY_CONNECTED weights int4 in blocks along "
+                  "the input dimension, FLOAT16 scales; activations float (dynamic range)",
+                  (blockwise_weights,))
