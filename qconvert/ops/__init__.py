@@ -1,5 +1,5 @@
 """THE op table (``table.py``): one row per TFLite builtin with its quantization rule, int8
-version, fixed output parameters, weight axis, fusions, float kernel (``kernels.py``) and
+version, fixed output parameters, weight axis, fusions, float kernel (``float_kernels.py``) and
 requantization recipe (``recipes.py``); the one requantization function; and the sliding-
 window arithmetic (``windows.py``) that shapes, float and integer kernels share.
 

@@ -7,7 +7,7 @@ per-channel axis, which fusions it takes part in, its float kernel (constant fol
 calibration) and its requantization recipe (what the int8 kernel computes in Prepare).
 Passes and tools look rows up here; nobody else branches on TFLite op names.
 
-Adding an op: a row here, its float kernel in ``kernels.py`` (and a recipe in
+Adding an op: a row here, its float kernel in ``float_kernels.py`` (and a recipe in
 ``recipes.py`` if it rescales), its integer kernel in ``qconvert/runtime/kernels.py``, and
 its TensorFlow op in the frontend's table (``qconvert/frontend/tf_ops.py``).
 """
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 from qconvert import quant as qm
-from qconvert.ops import kernels as k
+from qconvert.ops import float_kernels as fk
 from qconvert.ops import recipes as r
 from qconvert.ops import recipes_seq as rs
 from qconvert.quant.requant import Operand, Requant
@@ -93,83 +93,83 @@ def _row(name: str, rule: Rule, int8_version: int, **kw: Any) -> tuple[str, OpRo
 TABLE: dict[str, OpRow] = dict([
     _row("CONV_2D", Rule.WEIGHTED, 3, weight_axis=0, int4_version=7, int4_in_reference=True, fuses_activation=True,
          float_inputs=(0,), takes_same_padding=True, int16_options=(("quantized_bias_type", "INT64"),),
-         symmetric_weights=True, absorbs_input_scale=True, kernel=k.conv_2d, requant=r.convolution,
+         symmetric_weights=True, absorbs_input_scale=True, kernel=fk.conv_2d, requant=r.convolution,
          version=r.conv_2d_version),
     _row("DEPTHWISE_CONV_2D", Rule.WEIGHTED, 3, weight_axis=3, int4_version=7, fuses_activation=True, float_inputs=(0,),
          takes_same_padding=True,
-         symmetric_weights=True, absorbs_input_scale=True, kernel=k.depthwise_conv_2d, requant=r.convolution),
+         symmetric_weights=True, absorbs_input_scale=True, kernel=fk.depthwise_conv_2d, requant=r.convolution),
     # (output shape, weights [O, H, W, I], input, bias); no bias until a BiasAdd fuses into it
     _row("TRANSPOSE_CONV", Rule.WEIGHTED, 2, weight_axis=0, fuses_activation=True, float_inputs=(2,),
          operand_slots=(2, 1, 3), fuses_activation_only_with_bias=True, symmetric_weights=True,
-         int16_options=(("quantized_bias_type", "INT64"),), kernel=k.transpose_conv, requant=r.convolution,
+         int16_options=(("quantized_bias_type", "INT64"),), kernel=fk.transpose_conv, requant=r.convolution,
          version=r.transpose_conv_version),
     _row("FULLY_CONNECTED", Rule.WEIGHTED, 4, int4_version=10, int4_in_reference=True, blockwise_weights=True,
          int16_options=(("quantized_bias_type", "INT64"),), fuses_activation=True, float_inputs=(0,),
-         absorbs_input_scale=True, kernel=k.fully_connected, folds=True, requant=r.fully_connected,
+         absorbs_input_scale=True, kernel=fk.fully_connected, folds=True, requant=r.fully_connected,
          version=r.fully_connected_version),
     _row("ADD", Rule.FREE, 2, int16_options=(("pot_scale_int16", False),), requant16=r.add_sub16,
          fuses_activation=True, bias_sign=1,
          neutral=(0.0, (0, 1)), in_place=True,
-         kernel=k.binary(lambda a, b: a + b), folds=True, requant=r.add_sub, arith="add"),
+         kernel=fk.binary(lambda a, b: a + b), folds=True, requant=r.add_sub, arith="add"),
     _row("SUB", Rule.FREE, 2, int16_options=(("pot_scale_int16", False),), requant16=r.add_sub16,
          fuses_activation=True, bias_sign=-1,
          neutral=(0.0, (1,)), in_place=True,
-         kernel=k.binary(lambda a, b: a - b), folds=True, requant=r.add_sub, arith="sub"),
+         kernel=fk.binary(lambda a, b: a - b), folds=True, requant=r.add_sub, arith="sub"),
     _row("MUL", Rule.FREE, 2, fuses_activation=True, scales_weights=True, neutral=(1.0, (0, 1)), in_place=True,
-         kernel=k.binary(lambda a, b: a * b), folds=True, requant=r.mul, version=r.mul_version, arith="mul"),
-    _row("MEAN", Rule.FREE, 2, float_inputs=(0,), removable_if_same_shape=True, kernel=k.mean, requant=r.mean),
+         kernel=fk.binary(lambda a, b: a * b), folds=True, requant=r.mul, version=r.mul_version, arith="mul"),
+    _row("MEAN", Rule.FREE, 2, float_inputs=(0,), removable_if_same_shape=True, kernel=fk.mean, requant=r.mean),
     # LiteRT's int16 SUM adds the raw int16 values (no rescale, wrapping): no usable 16x8 form (measured)
-    _row("SUM", Rule.FREE, 2, int16=False, float_inputs=(0,), kernel=k.reduce_sum, requant=r.sum_),
-    _row("SLICE", Rule.SAME_SCALE, 2, float_inputs=(0,), kernel=k.slice_, folds=True),
-    _row("STRIDED_SLICE", Rule.SAME_SCALE, 2, float_inputs=(0,), kernel=k.strided_slice, folds=True),
-    _row("RELU", Rule.FREE, 2, activation="RELU", kernel=k.relu, requant=r.relu),
-    _row("RELU6", Rule.FREE, 2, activation="RELU6", kernel=k.relu6, requant=r.relu),
-    _row("RELU_N1_TO_1", Rule.FREE, 1, int16=False, activation="RELU_N1_TO_1", kernel=k.relu_n1_to_1, requant=r.relu),
+    _row("SUM", Rule.FREE, 2, int16=False, float_inputs=(0,), kernel=fk.reduce_sum, requant=r.sum_),
+    _row("SLICE", Rule.SAME_SCALE, 2, float_inputs=(0,), kernel=fk.slice_, folds=True),
+    _row("STRIDED_SLICE", Rule.SAME_SCALE, 2, float_inputs=(0,), kernel=fk.strided_slice, folds=True),
+    _row("RELU", Rule.FREE, 2, activation="RELU", kernel=fk.relu, requant=r.relu),
+    _row("RELU6", Rule.FREE, 2, activation="RELU6", kernel=fk.relu6, requant=r.relu),
+    _row("RELU_N1_TO_1", Rule.FREE, 1, int16=False, activation="RELU_N1_TO_1", kernel=fk.relu_n1_to_1, requant=r.relu),
     # TF 2.21 writes LEAKY_RELU v1 for int8, v2 for int16
-    _row("LEAKY_RELU", Rule.FREE, 1, int16_version=2, kernel=k.leaky_relu, requant=r.leaky_relu),
-    _row("PRELU", Rule.FREE, 1, int16=False, weight_slots=(1,), kernel=k.prelu,
+    _row("LEAKY_RELU", Rule.FREE, 1, int16_version=2, kernel=fk.leaky_relu, requant=r.leaky_relu),
+    _row("PRELU", Rule.FREE, 1, int16=False, weight_slots=(1,), kernel=fk.prelu,
          requant=r.prelu),  # fused from Keras' PReLU
-    _row("HARD_SWISH", Rule.FREE, 1, int16=False, kernel=k.hard_swish,
+    _row("HARD_SWISH", Rule.FREE, 1, int16=False, kernel=fk.hard_swish,
          requant=r.hard_swish),  # fused from x·relu6(x+3)/6
     # LayerNormalization's variance and 1/sqrt(variance + eps) (ConvNeXt), where TF keeps them int8
-    _row("SQUARED_DIFFERENCE", Rule.FREE, 2, int16=False, kernel=k.squared_difference, requant=r.squared_difference),
-    _row("RSQRT", Rule.FREE, 2, kernel=k.rsqrt, requant=r.rsqrt),
-    _row("GELU", Rule.FREE, 2, kernel=k.gelu, requant=r.gelu),  # fused from 0.5·x·erfc(-x/√2) (legalize/gelu.py)
-    _row("MAXIMUM", Rule.SAME_SCALE, 2, kernel=k.maximum, folds=True),
-    _row("MINIMUM", Rule.SAME_SCALE, 2, kernel=k.minimum, folds=True),
-    _row("AVERAGE_POOL_2D", Rule.SAME_SCALE, 2, kernel=k.average_pool_2d),
-    _row("MAX_POOL_2D", Rule.SAME_SCALE, 2, kernel=k.max_pool_2d),
-    _row("RESIZE_NEAREST_NEIGHBOR", Rule.SAME_SCALE, 2, float_inputs=(0,), kernel=k.resize_nearest_neighbor,
+    _row("SQUARED_DIFFERENCE", Rule.FREE, 2, int16=False, kernel=fk.squared_difference, requant=r.squared_difference),
+    _row("RSQRT", Rule.FREE, 2, kernel=fk.rsqrt, requant=r.rsqrt),
+    _row("GELU", Rule.FREE, 2, kernel=fk.gelu, requant=r.gelu),  # fused from 0.5·x·erfc(-x/√2) (legalize/gelu.py)
+    _row("MAXIMUM", Rule.SAME_SCALE, 2, kernel=fk.maximum, folds=True),
+    _row("MINIMUM", Rule.SAME_SCALE, 2, kernel=fk.minimum, folds=True),
+    _row("AVERAGE_POOL_2D", Rule.SAME_SCALE, 2, kernel=fk.average_pool_2d),
+    _row("MAX_POOL_2D", Rule.SAME_SCALE, 2, kernel=fk.max_pool_2d),
+    _row("RESIZE_NEAREST_NEIGHBOR", Rule.SAME_SCALE, 2, float_inputs=(0,), kernel=fk.resize_nearest_neighbor,
          version=r.resize_version),
-    _row("RESIZE_BILINEAR", Rule.SAME_SCALE, 2, float_inputs=(0,), kernel=k.resize_bilinear,
+    _row("RESIZE_BILINEAR", Rule.SAME_SCALE, 2, float_inputs=(0,), kernel=fk.resize_bilinear,
          version=r.resize_bilinear_version),
-    _row("REDUCE_MAX", Rule.SAME_SCALE, 2, float_inputs=(0,), kernel=k.reduce_max),
-    _row("CONCATENATION", Rule.SAME_SCALE, 2, kernel=k.concatenation, folds=True),
-    _row("PACK", Rule.SAME_SCALE, 2, kernel=k.pack, folds=True),
+    _row("REDUCE_MAX", Rule.SAME_SCALE, 2, float_inputs=(0,), kernel=fk.reduce_max),
+    _row("CONCATENATION", Rule.SAME_SCALE, 2, kernel=fk.concatenation, folds=True),
+    _row("PACK", Rule.SAME_SCALE, 2, kernel=fk.pack, folds=True),
     # regrouped from per-output STRIDED_SLICEs once int8 (quantize_pass/regroup.py)
     _row("SPLIT", Rule.SAME_SCALE, 2, float_inputs=(1,)),
     _row("SPLIT_V", Rule.SAME_SCALE, 2, float_inputs=(0,)),
     _row("UNPACK", Rule.SAME_SCALE, 2, int16_version=1, float_inputs=(0,)),  # TF 2.21 writes v1 for int16
     _row("RESHAPE", Rule.SAME_SCALE, 1, float_inputs=(0,), reshapes=True, folds=True, layout="reshape"),
     _row("SQUEEZE", Rule.SAME_SCALE, 1, reshapes=True, folds=True),
-    _row("PAD", Rule.SAME_SCALE, 2, float_inputs=(0,), kernel=k.pad, folds=True, zero_pads=True),
-    _row("SOFTMAX", Rule.FIXED, 2, fixed=(1.0 / 256.0, -128), fixed16=(1.0 / 32768.0, 0), kernel=k.softmax,
+    _row("PAD", Rule.SAME_SCALE, 2, float_inputs=(0,), kernel=fk.pad, folds=True, zero_pads=True),
+    _row("SOFTMAX", Rule.FIXED, 2, fixed=(1.0 / 256.0, -128), fixed16=(1.0 / 32768.0, 0), kernel=fk.softmax,
          requant=r.softmax, requant16=r.softmax16),
-    _row("LOGISTIC", Rule.FIXED, 2, fixed=(1.0 / 256.0, -128), fixed16=(1.0 / 32768.0, 0), kernel=k.logistic,
+    _row("LOGISTIC", Rule.FIXED, 2, fixed=(1.0 / 256.0, -128), fixed16=(1.0 / 32768.0, 0), kernel=fk.logistic,
          requant=r.lookup_table, requant16=r.logistic_tanh16),
-    _row("TANH", Rule.FIXED, 2, fixed=(1.0 / 128.0, 0), fixed16=(1.0 / 32768.0, 0), kernel=k.tanh,
+    _row("TANH", Rule.FIXED, 2, fixed=(1.0 / 128.0, 0), fixed16=(1.0 / 32768.0, 0), kernel=fk.tanh,
          requant=r.lookup_table, requant16=r.logistic_tanh16),
     _row("QUANTIZE", Rule.QUANT, 1, int16_version=2, requant=r.requantize),  # int16 → int16: v2 (TF 2.21)
     _row("DEQUANTIZE", Rule.QUANT, 2),
-    _row("FAKE_QUANT", Rule.QUANT, 1, kernel=k.fake_quant, folds=True, dropped_after_legalize=True),
-    _row("TRANSPOSE", Rule.SAME_SCALE, 2, float_inputs=(0,), kernel=k.transpose, folds=True, layout="transpose"),
-    _row("SPACE_TO_DEPTH", Rule.SAME_SCALE, 2, int16=False, kernel=k.space_to_depth, folds=True),
-    _row("DEPTH_TO_SPACE", Rule.SAME_SCALE, 2, int16=False, kernel=k.depth_to_space, folds=True),
+    _row("FAKE_QUANT", Rule.QUANT, 1, kernel=fk.fake_quant, folds=True, dropped_after_legalize=True),
+    _row("TRANSPOSE", Rule.SAME_SCALE, 2, float_inputs=(0,), kernel=fk.transpose, folds=True, layout="transpose"),
+    _row("SPACE_TO_DEPTH", Rule.SAME_SCALE, 2, int16=False, kernel=fk.space_to_depth, folds=True),
+    _row("DEPTH_TO_SPACE", Rule.SAME_SCALE, 2, int16=False, kernel=fk.depth_to_space, folds=True),
     # int32/int64 output: no parameters; TF 2.21 has no 16x8 form, LiteRT no int16 kernel
-    _row("ARG_MAX", Rule.FREE, 2, int16=False, float_inputs=(0,), kernel=k.arg_max),
-    _row("GATHER", Rule.SAME_SCALE, 2, float_inputs=(0,), kernel=k.gather, folds=True),
-    _row("SPACE_TO_BATCH_ND", Rule.SAME_SCALE, 2, float_inputs=(0,), kernel=k.space_to_batch_nd),
-    _row("BATCH_TO_SPACE_ND", Rule.SAME_SCALE, 2, float_inputs=(0,), kernel=k.batch_to_space_nd),
+    _row("ARG_MAX", Rule.FREE, 2, int16=False, float_inputs=(0,), kernel=fk.arg_max),
+    _row("GATHER", Rule.SAME_SCALE, 2, float_inputs=(0,), kernel=fk.gather, folds=True),
+    _row("SPACE_TO_BATCH_ND", Rule.SAME_SCALE, 2, float_inputs=(0,), kernel=fk.space_to_batch_nd),
+    _row("BATCH_TO_SPACE_ND", Rule.SAME_SCALE, 2, float_inputs=(0,), kernel=fk.batch_to_space_nd),
     # sequence ops with VARIABLE state tensors (the activation, LSTM output and cell states): the converter
     # writes neither; `run` executes other converters' files (int8 activations, int16 state)
     _row("SVDF", Rule.FREE, 3, int16=False, float_inputs=(0,), requant=rs.svdf),
