@@ -143,8 +143,8 @@ def rsqrt(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> Pa
 def gelu(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> Parts:
     """GELU: the reference kernel's 256-entry table of its erfc (or, ``approximate``, tanh) form."""
     x = _input(ins, 0)
-    kind = "GELU_APPROXIMATE" if options.get("approximate") else "GELU"
-    return {"table": qm.activation_table(kind, x.s, x.zp, out.s, out.zp), "clamp": (-128, 127)}
+    transform = qm.gelu_approximate_float32 if options.get("approximate") else qm.gelu_float32
+    return {"table": qm.activation_table(transform, x.s, x.zp, out.s, out.zp), "clamp": (-128, 127)}
 
 
 def softmax(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> Parts:
@@ -175,9 +175,12 @@ def logistic_tanh16(row: Any, ins: Inputs, out: Operand, options: Mapping[str, A
 
 
 def lookup_table(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> Parts:
-    """LOGISTIC / TANH: the reference kernel's 256-entry int8 table."""
+    """LOGISTIC / TANH: the reference kernel's 256-entry int8 table of the row's float32
+    function (``row.lut``)."""
     x = _input(ins, 0)
-    return {"table": qm.activation_table(row.name, x.s, x.zp, out.s, out.zp), "clamp": (-128, 127)}
+    if row.lut is None:
+        raise ValueError(f"{row.name}: its row names no table function (lut)")
+    return {"table": qm.activation_table(row.lut, x.s, x.zp, out.s, out.zp), "clamp": (-128, 127)}
 
 
 def resize_version(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> int:

@@ -63,6 +63,7 @@ class OpRow:
     int16_version: int | None = None
     int16: bool = True  # has a 16x8 form (measured: TF 2.21 quantizes it and LiteRT runs it)
     requant16: Callable[..., dict[str, Any]] | None = None  # the int16 kernel's recipe where it differs
+    lut: Callable[[Any], Any] | None = None  # the float32 function whose int8 table its kernel builds (LUTPopulate)
     # constant folding, identities (fold)
     kernel: Callable[..., Any] | None = None  # float32 kernel: kernel(node, *values)
     folds: bool = False  # constant folding evaluates it when all its inputs are constants
@@ -156,9 +157,9 @@ TABLE: dict[str, OpRow] = dict([
     _row("SOFTMAX", Rule.FIXED, 2, fixed=(1.0 / 256.0, -128), fixed16=(1.0 / 32768.0, 0), kernel=fk.softmax,
          requant=r.softmax, requant16=r.softmax16),
     _row("LOGISTIC", Rule.FIXED, 2, fixed=(1.0 / 256.0, -128), fixed16=(1.0 / 32768.0, 0), kernel=fk.logistic,
-         requant=r.lookup_table, requant16=r.logistic_tanh16),
+         lut=qm.logistic_float32, requant=r.lookup_table, requant16=r.logistic_tanh16),
     _row("TANH", Rule.FIXED, 2, fixed=(1.0 / 128.0, 0), fixed16=(1.0 / 32768.0, 0), kernel=fk.tanh,
-         requant=r.lookup_table, requant16=r.logistic_tanh16),
+         lut=qm.tanh_float32, requant=r.lookup_table, requant16=r.logistic_tanh16),
     _row("QUANTIZE", Rule.QUANT, 1, int16_version=2, requant=r.requantize),  # int16 → int16: v2 (TF 2.21)
     _row("DEQUANTIZE", Rule.QUANT, 2),
     _row("FAKE_QUANT", Rule.QUANT, 1, kernel=fk.fake_quant, folds=True, dropped_after_legalize=True),
