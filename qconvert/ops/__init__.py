@@ -15,6 +15,8 @@ from qconvert.ops.table import (
     CLAMPS,
     HARD_SWISH_GATE,
     PRELU_GATE,
+    Form16,
+    Made,
     TABLE,
     OpRow,
     Rule,
@@ -24,4 +26,5 @@ from qconvert.ops.table import (
     row,
 )
 
-__all__ = ["CLAMPS", "HARD_SWISH_GATE", "PRELU_GATE", "TABLE", "OpRow", "Rule", "float_operands", "int8_version", "requant", "row"]
+__all__ = ["CLAMPS", "HARD_SWISH_GATE", "PRELU_GATE", "TABLE", "Form16", "Made", "OpRow", "Rule", "float_operands",
+           "int8_version", "requant", "row"]
