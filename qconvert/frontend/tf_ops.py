@@ -415,6 +415,7 @@ TF_OPS: dict[str, TfOp] = {
     "Neg": TfOp("MUL", shape_same, lg.neg),
     "SquaredDifference": TfOp("SQUARED_DIFFERENCE", shape_broadcast, lg.plain("SQUARED_DIFFERENCE")),
     "Rsqrt": TfOp("RSQRT", shape_same, lg.plain("RSQRT")),
+    "Abs": TfOp("ABS", shape_same, lg.plain("ABS")),
     # parts of GELU's patterns (qconvert/legalize/gelu.py), refused anywhere else
     "Erfc": TfOp("GELU", shape_same, lg.pattern_only("GELU's 0.5·x·erfc(-x/√2)", _GELU_FIX)),
     "Pow": TfOp("GELU", shape_broadcast, lg.pattern_only("GELU's tanh approximation (x³)", _GELU_FIX)),

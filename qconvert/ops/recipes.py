@@ -134,6 +134,16 @@ def squared_difference(row: Any, ins: Inputs, out: Operand, options: Mapping[str
     return {"pairs": qm.squared_difference_requant(_input(ins, 0).s, _input(ins, 1).s, out.s), "left_shift": 7}
 
 
+def abs_(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> Parts:
+    """ABS (elementwise.cc GenericPrepare): ``QuantizeMultiplier(in / out)``, the ratio in float32.
+    The kernel skips the multiplication when the two scales are equal, where the pair is (2^30, 1),
+    which gives every input back exactly. int16: both zero points must be 0."""
+    x = _input(ins, 0)
+    if out.dtype == "int16":
+        _zero_points_zero(ins, out)
+    return {"pairs": [qm.quantize_multiplier(float(np.float32(np.float32(x.s) / np.float32(out.s))))]}
+
+
 def rsqrt(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> Parts:
     """RSQRT: the int8 kernel's 256 outputs (table flag)."""
     x = _input(ins, 0)

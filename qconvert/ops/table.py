@@ -178,6 +178,7 @@ TABLE: dict[str, OpRow] = dict([
     _row("SQUARED_DIFFERENCE", Rule.FREE, 2, form16=Form16.NONE, kernel=fk.squared_difference,
          requant=r.squared_difference),
     _row("RSQRT", Rule.FREE, 2, form16=Form16.WRITTEN, kernel=fk.rsqrt, requant=r.rsqrt),
+    _row("ABS", Rule.FREE, 2, kernel=fk.abs_, requant=r.abs_),  # int16 (16x8): v2 too (TF 2.21)
     # fused from 0.5·x·erfc(-x/√2) (legalize/gelu.py)
     _row("GELU", Rule.FREE, 2, form16=Form16.WRITTEN, kernel=fk.gelu, requant=r.gelu),
     _row("MAXIMUM", Rule.SAME_SCALE, 2, uint8=True, kernel=fk.maximum, folds=True),

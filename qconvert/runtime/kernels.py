@@ -244,6 +244,15 @@ def rsqrt(call: OpCall) -> np.ndarray:
     return transcendental.lookup(call)
 
 
+def abs_(call: OpCall) -> np.ndarray:
+    """ABS int8 / int16 (elementwise.cc AbsEvalQuantized): ``|x - in_zp|`` through the pair, plus
+    ``out_zp``, clamped to the type (with equal scales the kernel skips the pair, which is then the
+    identity (2^30, 1))."""
+    m, s = call.pairs(1)
+    v = np.abs(call.inputs[0].astype(I64) - call.input_zps[0])
+    return _finish(call, mbqm(v, m[0], s[0]) + call.output_zp)
+
+
 def maximum(call: OpCall) -> np.ndarray:
     return np.maximum(call.inputs[0], call.inputs[1]).astype(call.output_dtype)
 
@@ -546,6 +555,7 @@ KERNELS: dict[str, Callable[[OpCall], np.ndarray]] = {
     "HARD_SWISH": transcendental.lookup,
     "GELU": transcendental.lookup,
     "RSQRT": rsqrt,
+    "ABS": abs_,
     "SQUARED_DIFFERENCE": squared_difference,
     "PRELU": prelu,
     "PACK": pack,
