@@ -1,6 +1,6 @@
 """A float32 numpy executor for the TFLite-level IR, used to calibrate float graphs.
 
-Kernels are the op table's (``qconvert.ops.kernels``, shared with constant folding).
+Kernels are the op table's (``qconvert.ops.float_kernels``, shared with constant folding).
 It runs the graph as it stands after the ``fuse`` stage (bias adds, BatchNorm
 and activations fused into CONV_2D / DEPTHWISE_CONV_2D / FULLY_CONNECTED / ADD ...),
 which is the float model TensorFlow's calibrator runs: the tensors it records are the

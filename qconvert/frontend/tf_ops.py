@@ -411,6 +411,7 @@ TF_OPS: dict[str, TfOp] = {
     "Neg": TfOp("MUL", shape_same),
     "SquaredDifference": TfOp("SQUARED_DIFFERENCE", shape_broadcast),
     "Rsqrt": TfOp("RSQRT", shape_same),
+    "Abs": TfOp("ABS", shape_same),
     # parts of GELU's patterns (qconvert/legalize/gelu.py), refused anywhere else
     "Erfc": TfOp("GELU", shape_same),
     "Pow": TfOp("GELU", shape_broadcast),

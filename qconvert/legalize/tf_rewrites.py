@@ -25,6 +25,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from qconvert.errors import ConversionError
+from qconvert.frontend.tf_ops import MULTI_OUTPUT as ELSEWHERE
 from qconvert.frontend.tf_ops import TF_OPS
 from qconvert.ir import Graph, Node, Tensor
 from qconvert.ir.passes import Context
@@ -388,7 +389,8 @@ def block_op(op: str) -> Rewrite:
 
 _GELU_FIX = "export the model with Keras' 'gelu' activation or tf.nn.gelu"
 
-# The rewrite of every TensorFlow op whose TF_OPS row names a TFLite op, but for FakeQuant*
+# The rewrite of every TensorFlow op whose TF_OPS row names a TFLite op and that is more than a
+# rename (a new name, no options: the default, ``plain(row's TFLite op)``), but for FakeQuant*
 # (legalize_fake_quant, earlier in the stage) and Split/SplitV/Unpack (the importer's slices).
 REWRITES: dict[str, Rewrite] = {
     "Conv2D": conv2d,
@@ -402,8 +404,6 @@ REWRITES: dict[str, Rewrite] = {
     "Mul": plain("MUL", fused_activation_function="NONE"),
     "RealDiv": real_div,
     "Neg": neg,
-    "SquaredDifference": plain("SQUARED_DIFFERENCE"),
-    "Rsqrt": plain("RSQRT"),
     # parts of GELU's patterns (fuse_gelu, earlier in the stage, takes them): refused anywhere else
     "Erfc": pattern_only("GELU's 0.5·x·erfc(-x/√2)", _GELU_FIX),
     "Pow": pattern_only("GELU's tanh approximation (x³)", _GELU_FIX),
@@ -412,16 +412,12 @@ REWRITES: dict[str, Rewrite] = {
     "FusedBatchNorm": fused_batch_norm,
     "FusedBatchNormV2": fused_batch_norm,
     "FusedBatchNormV3": fused_batch_norm,
-    "Relu": plain("RELU"),
-    "Relu6": plain("RELU6"),
     "LeakyRelu": leaky_relu,
     "Max": reducer("REDUCE_MAX"),
     "Sum": reducer("SUM"),
     "Slice": int32_operands("SLICE", 1, 2),
     "StridedSlice": strided_slice,
     "ExpandDims": as_reshape,
-    "Maximum": plain("MAXIMUM"),
-    "Minimum": plain("MINIMUM"),
     "AvgPool": pool("AVERAGE_POOL_2D"),
     "MaxPool": pool("MAX_POOL_2D"),
     "Mean": mean,
@@ -438,13 +434,12 @@ REWRITES: dict[str, Rewrite] = {
     "ArgMax": arg_max,
     "Pad": int32_operands("PAD", 1),
     "Softmax": plain("SOFTMAX", beta=1.0),
-    "Sigmoid": plain("LOGISTIC"),
-    "Tanh": plain("TANH"),
 }
 
 
 def legalize_ops(graph: Graph, ctx: Context) -> bool:
-    """Every op whose TF_OPS row names a TFLite op becomes it, by its ``REWRITES`` entry."""
+    """Every op whose TF_OPS row names a TFLite op becomes it, by its ``REWRITES`` entry, or,
+    with none, by its new name alone (``plain``)."""
     changed = False
     for node in graph:
         spec = TF_OPS.get(node.op)
@@ -452,7 +447,9 @@ def legalize_ops(graph: Graph, ctx: Context) -> bool:
             continue
         rewrite = REWRITES.get(node.op)
         if rewrite is None:
-            raise ConversionError(f"node '{node.name}': no legalization for {node.op}")
+            if node.op in ELSEWHERE or node.op.startswith("FakeQuant"):  # legalized before this pass
+                raise ConversionError(f"node '{node.name}': no legalization for {node.op}")
+            rewrite = plain(spec.tfl)  # a rename: the TFLite op, no options
         rewrite(graph, node)
         changed = True
     return changed

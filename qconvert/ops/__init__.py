@@ -1,5 +1,5 @@
 """THE op table (``table.py``): one row per TFLite builtin with its quantization rule, int8
-version, fixed output parameters, weight axis, fusions, float kernel (``kernels.py``) and
+version, fixed output parameters, weight axis, fusions, float kernel (``float_kernels.py``) and
 requantization recipe (``recipes.py``); the one requantization function; and the sliding-
 window arithmetic (``windows.py``) that shapes, float and integer kernels share.
 
@@ -15,6 +15,8 @@ from qconvert.ops.table import (
     CLAMPS,
     HARD_SWISH_GATE,
     PRELU_GATE,
+    Form16,
+    Made,
     TABLE,
     OpRow,
     Rule,
@@ -24,4 +26,5 @@ from qconvert.ops.table import (
     row,
 )
 
-__all__ = ["CLAMPS", "HARD_SWISH_GATE", "PRELU_GATE", "TABLE", "OpRow", "Rule", "float_operands", "int8_version", "requant", "row"]
+__all__ = ["CLAMPS", "HARD_SWISH_GATE", "PRELU_GATE", "TABLE", "Form16", "Made", "OpRow", "Rule", "float_operands",
+           "int8_version", "requant", "row"]

@@ -134,6 +134,16 @@ def squared_difference(row: Any, ins: Inputs, out: Operand, options: Mapping[str
     return {"pairs": qm.squared_difference_requant(_input(ins, 0).s, _input(ins, 1).s, out.s), "left_shift": 7}
 
 
+def abs_(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> Parts:
+    """ABS (elementwise.cc GenericPrepare): ``QuantizeMultiplier(in / out)``, the ratio in float32.
+    The kernel skips the multiplication when the two scales are equal, where the pair is (2^30, 1),
+    which gives every input back exactly. int16: both zero points must be 0."""
+    x = _input(ins, 0)
+    if out.dtype == "int16":
+        _zero_points_zero(ins, out)
+    return {"pairs": [qm.quantize_multiplier(float(np.float32(np.float32(x.s) / np.float32(out.s))))]}
+
+
 def rsqrt(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> Parts:
     """RSQRT: the int8 kernel's 256 outputs (table flag)."""
     x = _input(ins, 0)
@@ -143,8 +153,8 @@ def rsqrt(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> Pa
 def gelu(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> Parts:
     """GELU: the reference kernel's 256-entry table of its erfc (or, ``approximate``, tanh) form."""
     x = _input(ins, 0)
-    kind = "GELU_APPROXIMATE" if options.get("approximate") else "GELU"
-    return {"table": qm.activation_table(kind, x.s, x.zp, out.s, out.zp), "clamp": (-128, 127)}
+    transform = qm.gelu_approximate_float32 if options.get("approximate") else qm.gelu_float32
+    return {"table": qm.activation_table(transform, x.s, x.zp, out.s, out.zp), "clamp": (-128, 127)}
 
 
 def softmax(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> Parts:
@@ -175,9 +185,12 @@ def logistic_tanh16(row: Any, ins: Inputs, out: Operand, options: Mapping[str, A
 
 
 def lookup_table(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> Parts:
-    """LOGISTIC / TANH: the reference kernel's 256-entry int8 table."""
+    """LOGISTIC / TANH: the reference kernel's 256-entry int8 table of the row's float32
+    function (``row.lut``)."""
     x = _input(ins, 0)
-    return {"table": qm.activation_table(row.name, x.s, x.zp, out.s, out.zp), "clamp": (-128, 127)}
+    if row.lut is None:
+        raise ValueError(f"{row.name}: its row names no table function (lut)")
+    return {"table": qm.activation_table(row.lut, x.s, x.zp, out.s, out.zp), "clamp": (-128, 127)}
 
 
 def resize_version(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> int:

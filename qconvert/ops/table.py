@@ -1,15 +1,19 @@
 """THE op table: one row per TFLite builtin, with everything the passes, calibration,
-``dump`` and the runtime need to know about it.
+``dump``, ``check`` and the runtime need to know about it.
 
 A row says how the op's int8 parameters relate to its neighbours' (``Rule``), the op
 version TensorFlow writes for its int8 form, fixed output parameters, the weight's
 per-channel axis, which fusions it takes part in, its float kernel (constant folding and
-calibration) and its requantization recipe (what the int8 kernel computes in Prepare).
-Passes and tools look rows up here; nobody else branches on TFLite op names.
+calibration), its requantization recipe (what the int8 kernel computes in Prepare), and its
+forms: 16x8 (``form16``), uint8, int8 → int16 and int32 shapes, which ``run`` executes with the
+integer kernel registered under the row's name (``qconvert/runtime/kernels.py``'s ``KERNELS``),
+and where qconvert meets it (``made``). Passes and tools look rows up here; nobody else branches
+on TFLite op names, and nothing else lists ops by a property (``tools/targets.WEIGHTED`` is the
+weighted rows).
 
-Adding an op: a row here, its float kernel in ``kernels.py`` (and a recipe in
-``recipes.py`` if it rescales), its integer kernel in ``qconvert/runtime/kernels.py``, and
-its TensorFlow op in the frontend's table (``qconvert/frontend/tf_ops.py``).
+Adding an op: ``docs/adding-an-op.md`` (a row here, its float kernel in ``float_kernels.py``, its
+recipe in ``recipes.py`` if it rescales, its integer kernel, its TensorFlow op);
+``tests/ops/test_op_rows.py`` names any piece a row lacks.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 from qconvert import quant as qm
-from qconvert.ops import kernels as k
+from qconvert.ops import float_kernels as fk
 from qconvert.ops import recipes as r
 from qconvert.ops import recipes_seq as rs
 from qconvert.quant.requant import Operand, Requant
@@ -33,6 +37,23 @@ class Rule(enum.Enum):
     SAME_SCALE = "same-scale"  # inputs and output share one scale and zero point
     FIXED = "fixed-output"  # the kernel requires fixed output parameters
     QUANT = "quant"  # QUANTIZE / DEQUANTIZE themselves
+
+
+class Form16(enum.Enum):
+    """An op's 16x8 form (int16 activations, int8 weights), as measured on TensorFlow 2.21's
+    converter and LiteRT: what ``--activations int16`` writes and what ``run`` executes."""
+
+    NONE = "none"  # TF 2.21 writes none, or LiteRT's int16 kernel is missing or unusable: both refuse it
+    WRITTEN = "written"  # written as TF writes it, with no record: `run` has no int16 kernel for it
+    RUN = "run"  # written, with its record (requant16, else requant), and `run` executes it
+
+
+class Made(enum.Enum):
+    """Where qconvert meets the op, which decides the kernels it needs."""
+
+    FLOAT = "float"  # the frontend or a fusion makes it in the float graph: folding and calibration run it
+    INT8 = "int8"  # the quantize stage makes it from int8 ops (SPLIT from STRIDED_SLICEs): no float kernel
+    OTHERS = "others"  # only other converters' files (run, dump, check): qconvert never writes it
 
 
 @dataclass(frozen=True)
@@ -61,8 +82,15 @@ class OpRow:
     fixed16: tuple[float, int] | None = None
     int16_options: tuple[tuple[str, Any], ...] = ()
     int16_version: int | None = None
-    int16: bool = True  # has a 16x8 form (measured: TF 2.21 quantizes it and LiteRT runs it)
+    form16: Form16 = Form16.RUN
     requant16: Callable[..., dict[str, Any]] | None = None  # the int16 kernel's recipe where it differs
+    lut: Callable[[Any], Any] | None = None  # the float32 function whose int8 table its kernel builds (LUTPopulate)
+    # the integer forms `run` executes besides int8 (its kernel in qconvert/runtime/kernels.py's KERNELS)
+    uint8: bool = False  # TFLite's older uint8 form: the int8 kernel with bounds 0..255
+    int8_to_int16: bool = False  # int8 in, int16 out (TFLite Micro's SOFTMAX)
+    int32_shapes: bool = False  # on int32 shape values (SHAPE → PACK → RESHAPE in other files)
+    index_output: bool = False  # its output is an int32/int64 index or shape, with no parameters
+    made: Made = Made.FLOAT
     # constant folding, identities (fold)
     kernel: Callable[..., Any] | None = None  # float32 kernel: kernel(node, *values)
     folds: bool = False  # constant folding evaluates it when all its inputs are constants
@@ -81,6 +109,16 @@ class OpRow:
     requant: Callable[..., dict[str, Any]] | None = None
     version: Callable[..., int] | None = None  # the int8 version when it depends on the scales
 
+    @property
+    def int16(self) -> bool:
+        """It has a 16x8 form (``--activations int16`` writes it)."""
+        return self.form16 is not Form16.NONE
+
+    @property
+    def rescales(self) -> bool:
+        """Its int8 kernel derives multipliers, a table or a clamp from the scales (a recipe)."""
+        return self.rule in (Rule.FREE, Rule.WEIGHTED, Rule.FIXED) and not self.index_output
+
 
 def _row(name: str, rule: Rule, int8_version: int, **kw: Any) -> tuple[str, OpRow]:
     return name, OpRow(name, rule, int8_version, **kw)
@@ -91,94 +129,108 @@ def _row(name: str, rule: Rule, int8_version: int, **kw: Any) -> tuple[str, OpRo
 #   TANH     - activations.cc TanhPrepare / converter: scale 1/128, zero_point 0
 #   int16 (16x8): all three 1/32768, zero point 0 (measured on TF 2.21)
 TABLE: dict[str, OpRow] = dict([
-    _row("CONV_2D", Rule.WEIGHTED, 3, weight_axis=0, int4_version=7, int4_in_reference=True, fuses_activation=True,
-         float_inputs=(0,), takes_same_padding=True, int16_options=(("quantized_bias_type", "INT64"),),
-         symmetric_weights=True, absorbs_input_scale=True, kernel=k.conv_2d, requant=r.convolution,
-         version=r.conv_2d_version),
-    _row("DEPTHWISE_CONV_2D", Rule.WEIGHTED, 3, weight_axis=3, int4_version=7, fuses_activation=True, float_inputs=(0,),
-         takes_same_padding=True,
-         symmetric_weights=True, absorbs_input_scale=True, kernel=k.depthwise_conv_2d, requant=r.convolution),
+    _row("CONV_2D", Rule.WEIGHTED, 3, uint8=True, weight_axis=0, int4_version=7, int4_in_reference=True,
+         fuses_activation=True, float_inputs=(0,), takes_same_padding=True,
+         int16_options=(("quantized_bias_type", "INT64"),), symmetric_weights=True, absorbs_input_scale=True,
+         kernel=fk.conv_2d, requant=r.convolution, version=r.conv_2d_version),
+    _row("DEPTHWISE_CONV_2D", Rule.WEIGHTED, 3, uint8=True, weight_axis=3, int4_version=7, fuses_activation=True,
+         float_inputs=(0,), takes_same_padding=True,
+         symmetric_weights=True, absorbs_input_scale=True, kernel=fk.depthwise_conv_2d, requant=r.convolution),
     # (output shape, weights [O, H, W, I], input, bias); no bias until a BiasAdd fuses into it
     _row("TRANSPOSE_CONV", Rule.WEIGHTED, 2, weight_axis=0, fuses_activation=True, float_inputs=(2,),
          operand_slots=(2, 1, 3), fuses_activation_only_with_bias=True, symmetric_weights=True,
-         int16_options=(("quantized_bias_type", "INT64"),), kernel=k.transpose_conv, requant=r.convolution,
+         int16_options=(("quantized_bias_type", "INT64"),), kernel=fk.transpose_conv, requant=r.convolution,
          version=r.transpose_conv_version),
-    _row("FULLY_CONNECTED", Rule.WEIGHTED, 4, int4_version=10, int4_in_reference=True, blockwise_weights=True,
-         int16_options=(("quantized_bias_type", "INT64"),), fuses_activation=True, float_inputs=(0,),
-         absorbs_input_scale=True, kernel=k.fully_connected, folds=True, requant=r.fully_connected,
-         version=r.fully_connected_version),
-    _row("ADD", Rule.FREE, 2, int16_options=(("pot_scale_int16", False),), requant16=r.add_sub16,
+    _row("FULLY_CONNECTED", Rule.WEIGHTED, 4, uint8=True, int4_version=10, int4_in_reference=True,
+         blockwise_weights=True, int16_options=(("quantized_bias_type", "INT64"),), fuses_activation=True,
+         float_inputs=(0,), absorbs_input_scale=True, kernel=fk.fully_connected, folds=True,
+         requant=r.fully_connected, version=r.fully_connected_version),
+    _row("ADD", Rule.FREE, 2, uint8=True, int16_options=(("pot_scale_int16", False),), requant16=r.add_sub16,
          fuses_activation=True, bias_sign=1,
          neutral=(0.0, (0, 1)), in_place=True,
-         kernel=k.binary(lambda a, b: a + b), folds=True, requant=r.add_sub, arith="add"),
-    _row("SUB", Rule.FREE, 2, int16_options=(("pot_scale_int16", False),), requant16=r.add_sub16,
+         kernel=fk.binary(lambda a, b: a + b), folds=True, requant=r.add_sub, arith="add"),
+    _row("SUB", Rule.FREE, 2, uint8=True, int16_options=(("pot_scale_int16", False),), requant16=r.add_sub16,
          fuses_activation=True, bias_sign=-1,
          neutral=(0.0, (1,)), in_place=True,
-         kernel=k.binary(lambda a, b: a - b), folds=True, requant=r.add_sub, arith="sub"),
-    _row("MUL", Rule.FREE, 2, fuses_activation=True, scales_weights=True, neutral=(1.0, (0, 1)), in_place=True,
-         kernel=k.binary(lambda a, b: a * b), folds=True, requant=r.mul, version=r.mul_version, arith="mul"),
-    _row("MEAN", Rule.FREE, 2, float_inputs=(0,), removable_if_same_shape=True, kernel=k.mean, requant=r.mean),
+         kernel=fk.binary(lambda a, b: a - b), folds=True, requant=r.add_sub, arith="sub"),
+    _row("MUL", Rule.FREE, 2, uint8=True, fuses_activation=True, scales_weights=True, neutral=(1.0, (0, 1)),
+         in_place=True, kernel=fk.binary(lambda a, b: a * b), folds=True, requant=r.mul, version=r.mul_version,
+         arith="mul"),
+    _row("MEAN", Rule.FREE, 2, uint8=True, float_inputs=(0,), removable_if_same_shape=True, kernel=fk.mean,
+         requant=r.mean),
     # LiteRT's int16 SUM adds the raw int16 values (no rescale, wrapping): no usable 16x8 form (measured)
-    _row("SUM", Rule.FREE, 2, int16=False, float_inputs=(0,), kernel=k.reduce_sum, requant=r.sum_),
-    _row("SLICE", Rule.SAME_SCALE, 2, float_inputs=(0,), kernel=k.slice_, folds=True),
-    _row("STRIDED_SLICE", Rule.SAME_SCALE, 2, float_inputs=(0,), kernel=k.strided_slice, folds=True),
-    _row("RELU", Rule.FREE, 2, activation="RELU", kernel=k.relu, requant=r.relu),
-    _row("RELU6", Rule.FREE, 2, activation="RELU6", kernel=k.relu6, requant=r.relu),
-    _row("RELU_N1_TO_1", Rule.FREE, 1, int16=False, activation="RELU_N1_TO_1", kernel=k.relu_n1_to_1, requant=r.relu),
+    _row("SUM", Rule.FREE, 2, form16=Form16.NONE, float_inputs=(0,), kernel=fk.reduce_sum, requant=r.sum_),
+    _row("SLICE", Rule.SAME_SCALE, 2, uint8=True, int32_shapes=True, float_inputs=(0,), kernel=fk.slice_,
+         folds=True),
+    _row("STRIDED_SLICE", Rule.SAME_SCALE, 2, uint8=True, int32_shapes=True, float_inputs=(0,),
+         kernel=fk.strided_slice, folds=True),
+    _row("RELU", Rule.FREE, 2, uint8=True, activation="RELU", kernel=fk.relu, requant=r.relu),
+    _row("RELU6", Rule.FREE, 2, uint8=True, activation="RELU6", kernel=fk.relu6, requant=r.relu),
+    _row("RELU_N1_TO_1", Rule.FREE, 1, form16=Form16.NONE, activation="RELU_N1_TO_1", kernel=fk.relu_n1_to_1,
+         requant=r.relu),
     # TF 2.21 writes LEAKY_RELU v1 for int8, v2 for int16
-    _row("LEAKY_RELU", Rule.FREE, 1, int16_version=2, kernel=k.leaky_relu, requant=r.leaky_relu),
-    _row("PRELU", Rule.FREE, 1, int16=False, weight_slots=(1,), kernel=k.prelu,
+    _row("LEAKY_RELU", Rule.FREE, 1, int16_version=2, kernel=fk.leaky_relu, requant=r.leaky_relu),
+    _row("PRELU", Rule.FREE, 1, form16=Form16.NONE, weight_slots=(1,), kernel=fk.prelu,
          requant=r.prelu),  # fused from Keras' PReLU
-    _row("HARD_SWISH", Rule.FREE, 1, int16=False, kernel=k.hard_swish,
+    _row("HARD_SWISH", Rule.FREE, 1, form16=Form16.NONE, kernel=fk.hard_swish,
          requant=r.hard_swish),  # fused from x·relu6(x+3)/6
     # LayerNormalization's variance and 1/sqrt(variance + eps) (ConvNeXt), where TF keeps them int8
-    _row("SQUARED_DIFFERENCE", Rule.FREE, 2, int16=False, kernel=k.squared_difference, requant=r.squared_difference),
-    _row("RSQRT", Rule.FREE, 2, kernel=k.rsqrt, requant=r.rsqrt),
-    _row("GELU", Rule.FREE, 2, kernel=k.gelu, requant=r.gelu),  # fused from 0.5·x·erfc(-x/√2) (legalize/gelu.py)
-    _row("MAXIMUM", Rule.SAME_SCALE, 2, kernel=k.maximum, folds=True),
-    _row("MINIMUM", Rule.SAME_SCALE, 2, kernel=k.minimum, folds=True),
-    _row("AVERAGE_POOL_2D", Rule.SAME_SCALE, 2, kernel=k.average_pool_2d),
-    _row("MAX_POOL_2D", Rule.SAME_SCALE, 2, kernel=k.max_pool_2d),
-    _row("RESIZE_NEAREST_NEIGHBOR", Rule.SAME_SCALE, 2, float_inputs=(0,), kernel=k.resize_nearest_neighbor,
-         version=r.resize_version),
-    _row("RESIZE_BILINEAR", Rule.SAME_SCALE, 2, float_inputs=(0,), kernel=k.resize_bilinear,
+    _row("SQUARED_DIFFERENCE", Rule.FREE, 2, form16=Form16.NONE, kernel=fk.squared_difference,
+         requant=r.squared_difference),
+    _row("RSQRT", Rule.FREE, 2, form16=Form16.WRITTEN, kernel=fk.rsqrt, requant=r.rsqrt),
+    _row("ABS", Rule.FREE, 2, kernel=fk.abs_, requant=r.abs_),  # int16 (16x8): v2 too (TF 2.21)
+    # fused from 0.5·x·erfc(-x/√2) (legalize/gelu.py)
+    _row("GELU", Rule.FREE, 2, form16=Form16.WRITTEN, kernel=fk.gelu, requant=r.gelu),
+    _row("MAXIMUM", Rule.SAME_SCALE, 2, uint8=True, kernel=fk.maximum, folds=True),
+    _row("MINIMUM", Rule.SAME_SCALE, 2, uint8=True, kernel=fk.minimum, folds=True),
+    _row("AVERAGE_POOL_2D", Rule.SAME_SCALE, 2, uint8=True, kernel=fk.average_pool_2d),
+    _row("MAX_POOL_2D", Rule.SAME_SCALE, 2, uint8=True, kernel=fk.max_pool_2d),
+    _row("RESIZE_NEAREST_NEIGHBOR", Rule.SAME_SCALE, 2, uint8=True, float_inputs=(0,),
+         kernel=fk.resize_nearest_neighbor, version=r.resize_version),
+    _row("RESIZE_BILINEAR", Rule.SAME_SCALE, 2, uint8=True, float_inputs=(0,), kernel=fk.resize_bilinear,
          version=r.resize_bilinear_version),
-    _row("REDUCE_MAX", Rule.SAME_SCALE, 2, float_inputs=(0,), kernel=k.reduce_max),
-    _row("CONCATENATION", Rule.SAME_SCALE, 2, kernel=k.concatenation, folds=True),
-    _row("PACK", Rule.SAME_SCALE, 2, kernel=k.pack, folds=True),
+    _row("REDUCE_MAX", Rule.SAME_SCALE, 2, float_inputs=(0,), kernel=fk.reduce_max),
+    _row("CONCATENATION", Rule.SAME_SCALE, 2, uint8=True, int32_shapes=True, kernel=fk.concatenation, folds=True),
+    _row("PACK", Rule.SAME_SCALE, 2, uint8=True, int32_shapes=True, kernel=fk.pack, folds=True),
     # regrouped from per-output STRIDED_SLICEs once int8 (quantize_pass/regroup.py)
-    _row("SPLIT", Rule.SAME_SCALE, 2, float_inputs=(1,)),
-    _row("SPLIT_V", Rule.SAME_SCALE, 2, float_inputs=(0,)),
-    _row("UNPACK", Rule.SAME_SCALE, 2, int16_version=1, float_inputs=(0,)),  # TF 2.21 writes v1 for int16
-    _row("RESHAPE", Rule.SAME_SCALE, 1, float_inputs=(0,), reshapes=True, folds=True, layout="reshape"),
-    _row("SQUEEZE", Rule.SAME_SCALE, 1, reshapes=True, folds=True),
-    _row("PAD", Rule.SAME_SCALE, 2, float_inputs=(0,), kernel=k.pad, folds=True, zero_pads=True),
-    _row("SOFTMAX", Rule.FIXED, 2, fixed=(1.0 / 256.0, -128), fixed16=(1.0 / 32768.0, 0), kernel=k.softmax,
-         requant=r.softmax, requant16=r.softmax16),
-    _row("LOGISTIC", Rule.FIXED, 2, fixed=(1.0 / 256.0, -128), fixed16=(1.0 / 32768.0, 0), kernel=k.logistic,
-         requant=r.lookup_table, requant16=r.logistic_tanh16),
-    _row("TANH", Rule.FIXED, 2, fixed=(1.0 / 128.0, 0), fixed16=(1.0 / 32768.0, 0), kernel=k.tanh,
-         requant=r.lookup_table, requant16=r.logistic_tanh16),
-    _row("QUANTIZE", Rule.QUANT, 1, int16_version=2, requant=r.requantize),  # int16 → int16: v2 (TF 2.21)
-    _row("DEQUANTIZE", Rule.QUANT, 2),
-    _row("FAKE_QUANT", Rule.QUANT, 1, kernel=k.fake_quant, folds=True, dropped_after_legalize=True),
-    _row("TRANSPOSE", Rule.SAME_SCALE, 2, float_inputs=(0,), kernel=k.transpose, folds=True, layout="transpose"),
-    _row("SPACE_TO_DEPTH", Rule.SAME_SCALE, 2, int16=False, kernel=k.space_to_depth, folds=True),
-    _row("DEPTH_TO_SPACE", Rule.SAME_SCALE, 2, int16=False, kernel=k.depth_to_space, folds=True),
+    _row("SPLIT", Rule.SAME_SCALE, 2, made=Made.INT8, uint8=True, float_inputs=(1,)),
+    _row("SPLIT_V", Rule.SAME_SCALE, 2, made=Made.INT8, uint8=True, float_inputs=(0,)),
+    _row("UNPACK", Rule.SAME_SCALE, 2, made=Made.INT8, uint8=True, int16_version=1,  # TF 2.21 writes v1 for int16
+         float_inputs=(0,)),
+    _row("RESHAPE", Rule.SAME_SCALE, 1, uint8=True, int32_shapes=True, float_inputs=(0,), reshapes=True, folds=True,
+         layout="reshape"),
+    _row("SQUEEZE", Rule.SAME_SCALE, 1, uint8=True, reshapes=True, folds=True),
+    _row("PAD", Rule.SAME_SCALE, 2, uint8=True, float_inputs=(0,), kernel=fk.pad, folds=True, zero_pads=True),
+    _row("SOFTMAX", Rule.FIXED, 2, uint8=True, int8_to_int16=True, fixed=(1.0 / 256.0, -128),
+         fixed16=(1.0 / 32768.0, 0), kernel=fk.softmax, requant=r.softmax, requant16=r.softmax16),
+    _row("LOGISTIC", Rule.FIXED, 2, fixed=(1.0 / 256.0, -128), fixed16=(1.0 / 32768.0, 0), kernel=fk.logistic,
+         lut=qm.logistic_float32, requant=r.lookup_table, requant16=r.logistic_tanh16),
+    _row("TANH", Rule.FIXED, 2, fixed=(1.0 / 128.0, 0), fixed16=(1.0 / 32768.0, 0), kernel=fk.tanh,
+         lut=qm.tanh_float32, requant=r.lookup_table, requant16=r.logistic_tanh16),
+    # int16 → int16: v2 (TF 2.21)
+    _row("QUANTIZE", Rule.QUANT, 1, uint8=True, int16_version=2, requant=r.requantize),
+    _row("DEQUANTIZE", Rule.QUANT, 2),  # to float32 at a model output only (`run`: the float boundary)
+    _row("FAKE_QUANT", Rule.QUANT, 1, kernel=fk.fake_quant, folds=True, dropped_after_legalize=True),
+    _row("TRANSPOSE", Rule.SAME_SCALE, 2, uint8=True, float_inputs=(0,), kernel=fk.transpose, folds=True,
+         layout="transpose"),
+    _row("SPACE_TO_DEPTH", Rule.SAME_SCALE, 2, form16=Form16.NONE, kernel=fk.space_to_depth, folds=True),
+    _row("DEPTH_TO_SPACE", Rule.SAME_SCALE, 2, form16=Form16.NONE, kernel=fk.depth_to_space, folds=True),
     # int32/int64 output: no parameters; TF 2.21 has no 16x8 form, LiteRT no int16 kernel
-    _row("ARG_MAX", Rule.FREE, 2, int16=False, float_inputs=(0,), kernel=k.arg_max),
-    _row("GATHER", Rule.SAME_SCALE, 2, float_inputs=(0,), kernel=k.gather, folds=True),
-    _row("SPACE_TO_BATCH_ND", Rule.SAME_SCALE, 2, float_inputs=(0,), kernel=k.space_to_batch_nd),
-    _row("BATCH_TO_SPACE_ND", Rule.SAME_SCALE, 2, float_inputs=(0,), kernel=k.batch_to_space_nd),
+    _row("ARG_MAX", Rule.FREE, 2, form16=Form16.NONE, uint8=True, index_output=True, float_inputs=(0,),
+         kernel=fk.arg_max),
+    _row("GATHER", Rule.SAME_SCALE, 2, uint8=True, int32_shapes=True, float_inputs=(0,), kernel=fk.gather,
+         folds=True),
+    _row("SPACE_TO_BATCH_ND", Rule.SAME_SCALE, 2, float_inputs=(0,), kernel=fk.space_to_batch_nd),
+    _row("BATCH_TO_SPACE_ND", Rule.SAME_SCALE, 2, float_inputs=(0,), kernel=fk.batch_to_space_nd),
     # sequence ops with VARIABLE state tensors (the activation, LSTM output and cell states): the converter
     # writes neither; `run` executes other converters' files (int8 activations, int16 state)
-    _row("SVDF", Rule.FREE, 3, int16=False, float_inputs=(0,), requant=rs.svdf),
-    _row("UNIDIRECTIONAL_SEQUENCE_LSTM", Rule.FREE, 1, int16=False, float_inputs=(0,),
+    _row("SVDF", Rule.FREE, 3, form16=Form16.NONE, made=Made.OTHERS, float_inputs=(0,), requant=rs.svdf),
+    _row("UNIDIRECTIONAL_SEQUENCE_LSTM", Rule.FREE, 1, form16=Form16.NONE, made=Made.OTHERS, float_inputs=(0,),
          requant=rs.unidirectional_sequence_lstm),
+    # in other converters' files only (the frontend makes RESHAPE of an ExpandDims and folds a Shape)
+    _row("EXPAND_DIMS", Rule.SAME_SCALE, 1, made=Made.OTHERS, uint8=True, float_inputs=(0,)),
+    _row("SHAPE", Rule.FREE, 1, made=Made.OTHERS, uint8=True, index_output=True, float_inputs=(0,)),
 ])
-
-# recipes that build int8 lookup tables: no record for the int16 form of their ops (`run` refuses those)
-_INT8_TABLES = (r.lookup_table, r.rsqrt, r.gelu, r.hard_swish)
 
 # The fused_activation_function values a kernel clamps to (kernel_util.cc).
 CLAMPS = ("NONE", "RELU", "RELU6", "RELU_N1_TO_1")
@@ -212,9 +264,12 @@ def requant(op: str, inputs: Sequence[Operand | None], output: Operand, options:
     # SOFTMAX int8 → int16 in TFLite Micro's files)
     first = inputs[0] if inputs else None
     int16 = output.dtype == "int16" and (first is None or first.dtype in ("int16", ""))
-    recipe = None if r_ is None else (r_.requant16 or r_.requant) if int16 else r_.requant
-    if int16 and recipe in _INT8_TABLES:  # an int8 lookup table means nothing to the int16 kernel
+    if r_ is None:
         recipe = None
+    elif int16:  # only a form `run` executes has a record (RSQRT's and GELU's int8 tables mean nothing there)
+        recipe = (r_.requant16 or r_.requant) if r_.form16 is Form16.RUN else None
+    else:
+        recipe = r_.requant
     if recipe is None and act == "NONE":
         return None
     bounds = {"int16": (-32768, 32767), "uint8": (0, 255), "int32": (-2**31, 2**31 - 1)}.get(output.dtype, (-128, 127))

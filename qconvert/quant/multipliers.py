@@ -255,25 +255,45 @@ def _gelu_approximate_float32(x: np.float32) -> np.float32:
     return f(f(f(0.5) * x) * f(f(1) + _libm_float("tanhf")(f(_SQRT_2_OVER_PI * f(x + cube)))))
 
 
-def activation_table(kind: str, in_scale: float, in_zp: int, out_scale: float, out_zp: int) -> list[int]:
-    """The 256-entry int8 table TFLite's reference LOGISTIC / TANH / GELU build (``LUTPopulate``,
-    lite/kernels/internal/common.h), indexed by ``uint8(x)``: all in float32,
-    ``deq = in_scale * float(x - in_zp)``, ``t = 1/(1 + exp(-deq))``, ``tanh(deq)`` or GELU's
-    transform (``GELU_APPROXIMATE``: the tanh form), ``q = int(round_half_away(t * (1 / out_scale))
-    + float(out_zp))``, clamped to int8. GELU's erfc and tanh are the C library's float functions."""
+# The float32 functions whose 256-entry int8 tables TFLite's kernels build (``LUTPopulate``). Each
+# takes the dequantized inputs (a float32 array) and returns float32 values; the op table's rows
+# name theirs (``OpRow.lut``), so nothing here knows which op uses which.
+
+
+def logistic_float32(deq: np.ndarray) -> np.ndarray:
+    """LOGISTIC's table: ``1 / (1 + exp(-x))`` in float32."""
+    f = np.float32
+    with np.errstate(over="ignore"):
+        return f(1) / (f(1) + np.exp(-deq))
+
+
+def tanh_float32(deq: np.ndarray) -> np.ndarray:
+    """TANH's table: ``tanh(x)`` in float32."""
+    return np.tanh(deq)
+
+
+def gelu_float32(deq: np.ndarray) -> np.ndarray:
+    """GELU's table (erfc form), the C library's ``erfcf``."""
+    return np.array([_gelu_float32(v) for v in deq], dtype=np.float32)
+
+
+def gelu_approximate_float32(deq: np.ndarray) -> np.ndarray:
+    """GELU's table with ``approximate`` (tanh form), the C library's ``tanhf``."""
+    return np.array([_gelu_approximate_float32(v) for v in deq], dtype=np.float32)
+
+
+def activation_table(transform: Callable[[np.ndarray], np.ndarray], in_scale: float, in_zp: int,
+                     out_scale: float, out_zp: int) -> list[int]:
+    """The 256-entry int8 table TFLite's reference kernels build for an element-wise function
+    (``LUTPopulate``, lite/kernels/internal/common.h), indexed by ``uint8(x)``: all in float32,
+    ``deq = in_scale * float(x - in_zp)``, ``t = transform(deq)`` (one of the ``*_float32``
+    functions above: LOGISTIC, TANH, GELU and its tanh form), ``q = int(round_half_away(t * (1 /
+    out_scale)) + float(out_zp))``, clamped to int8."""
     f = np.float32
     x = np.arange(-128, 128, dtype=np.int32)
     deq = f(in_scale) * (x - int(in_zp)).astype(f)
     with np.errstate(over="ignore"):
-        if kind == "LOGISTIC":
-            t = f(1) / (f(1) + np.exp(-deq))
-        elif kind == "TANH":
-            t = np.tanh(deq)
-        elif kind in ("GELU", "GELU_APPROXIMATE"):
-            g = _gelu_approximate_float32 if kind == "GELU_APPROXIMATE" else _gelu_float32
-            t = np.array([g(v) for v in deq], dtype=f)
-        else:
-            raise ValueError(f"no table for {kind}")
+        t = np.asarray(transform(deq), dtype=f)
     r = round_half_away_array((t * (f(1) / f(out_scale))).astype(f))
     q = np.clip((r + f(out_zp)).astype(np.int64), -128, 127)
     table = np.empty(256, dtype=np.int64)

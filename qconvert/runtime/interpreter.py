@@ -28,17 +28,16 @@ from typing import Any
 import numpy as np
 
 from qconvert.errors import KernelError, RunError
-from qconvert.ops import Rule, float_operands, requant, row
+from qconvert.ops import Form16, Rule, float_operands, requant, row
 from qconvert.ops.recipes_seq import LSTM_PAIR_CELL_SCALE, unidirectional_sequence_lstm
 from qconvert.quant import round_half_away_array
 from qconvert.quant.requant import operand as requant_operand
 from qconvert.runtime.fixed_point import ROUNDINGS, rounding
-from qconvert.runtime.kernels import INT16_KERNELS, KERNELS, UINT8_KERNELS, WIDENING_KERNELS, OpCall
+from qconvert.runtime.kernels import KERNELS, OpCall
 from qconvert.schema.reader import read_model
 from qconvert.schema.requant_metadata import METADATA_NAME, decode
 
 RUNTIMES = ("litert-ref", "tflm")  # whose integer arithmetic `run` reproduces
-_SHAPE_KERNELS = frozenset({"PACK", "STRIDED_SLICE", "SLICE", "RESHAPE", "CONCATENATION", "GATHER"})
 MAX_ELEMENTS = 1 << 28  # per tensor: a damaged shape is refused, not allocated
 
 
@@ -178,14 +177,15 @@ class IntegerModel:
         float only at the boundary; QUANTIZE may change int8 to int16 and back, SOFTMAX int8 to
         int16. A state (VARIABLE) tensor is not an activation slot: SVDF and LSTM kernels check
         their int16 states themselves."""
+        r = row(op.builtin)
         slots = float_operands(op.builtin, op.inputs)  # activations, not shapes or axes (RESHAPE's shape)
         acts = [t for t in [op.inputs[j] for j in slots] + op.outputs if t >= 0 and self.tensors[t].data is None
                 and not (t in op.outputs and self.tensors[t].dtype in ("int32", "int64"))]  # ARG_MAX's index
         kinds = {self.tensors[t].dtype for t in acts}
         boundary = _converts(op) and len(kinds - {"float32"}) == 1 and kinds - {"float32"} <= set(_RANGES)
         requantize = _converts(op) and op.builtin in KERNELS and len(kinds) == 2 and kinds <= set(_RANGES)
-        shapes = kinds == {"int32"} and op.builtin in _SHAPE_KERNELS  # int32 shape arithmetic (SHAPE → PACK)
-        widening = op.builtin in WIDENING_KERNELS and kinds == {"int8", "int16"} and all(
+        shapes = kinds == {"int32"} and r is not None and r.int32_shapes  # int32 shape arithmetic (SHAPE → PACK)
+        widening = r is not None and r.int8_to_int16 and kinds == {"int8", "int16"} and all(
             self.tensors[t].dtype == "int16" for t in op.outputs)  # int8 in, int16 out
         if not (len(kinds) == 1 and kinds <= set(_RANGES)) and not boundary and not requantize and not shapes \
                 and not widening:
@@ -194,8 +194,9 @@ class IntegerModel:
             raise RunError(f"operator {k} ({op.builtin} '{self._name(op)}') has a {self.tensors[odd].dtype} "
                            f"tensor '{_show(self.tensors[odd].name)}'; `qconvert run` executes int8 and 16x8 "
                            "models (float only at the model's inputs and outputs)")
-        for kind, supported in (("int16", INT16_KERNELS), ("uint8", UINT8_KERNELS)):
-            if kind in kinds and op.builtin not in supported and not _converts(op):
+        for kind, supported in (("int16", r is not None and r.form16 is Form16.RUN),
+                                ("uint8", r is not None and r.uint8)):
+            if kind in kinds and not supported and not _converts(op):
                 raise RunError(f"operator {k} ({op.builtin} '{self._name(op)}') is {kind}: `qconvert run` has no "
                                f"{kind} kernel for {op.builtin}; run this file in LiteRT")
         for t in acts:

@@ -244,6 +244,15 @@ def rsqrt(call: OpCall) -> np.ndarray:
     return transcendental.lookup(call)
 
 
+def abs_(call: OpCall) -> np.ndarray:
+    """ABS int8 / int16 (elementwise.cc AbsEvalQuantized): ``|x - in_zp|`` through the pair, plus
+    ``out_zp``, clamped to the type (with equal scales the kernel skips the pair, which is then the
+    identity (2^30, 1))."""
+    m, s = call.pairs(1)
+    v = np.abs(call.inputs[0].astype(I64) - call.input_zps[0])
+    return _finish(call, mbqm(v, m[0], s[0]) + call.output_zp)
+
+
 def maximum(call: OpCall) -> np.ndarray:
     return np.maximum(call.inputs[0], call.inputs[1]).astype(call.output_dtype)
 
@@ -507,6 +516,9 @@ def tanh(call: OpCall) -> np.ndarray:
 # ---------------------------------------------------------------------------
 
 
+# The integer kernel of each op, by its op table row's name (tests/ops/test_op_rows.py checks both ways). A
+# kernel runs every integer form the row claims: int8; int16 (``form16`` RUN), uint8 (``uint8``), int8 in and
+# int16 out (``int8_to_int16``) and int32 shape values (``int32_shapes``) where the row says so.
 KERNELS: dict[str, Callable[[OpCall], np.ndarray]] = {
     "CONV_2D": conv_2d,
     "DEPTHWISE_CONV_2D": depthwise_conv_2d,
@@ -543,6 +555,7 @@ KERNELS: dict[str, Callable[[OpCall], np.ndarray]] = {
     "HARD_SWISH": transcendental.lookup,
     "GELU": transcendental.lookup,
     "RSQRT": rsqrt,
+    "ABS": abs_,
     "SQUARED_DIFFERENCE": squared_difference,
     "PRELU": prelu,
     "PACK": pack,
@@ -559,18 +572,3 @@ KERNELS: dict[str, Callable[[OpCall], np.ndarray]] = {
     "SVDF": svdf.svdf,  # int8 in and out, an int16 state (svdf.py)
     "UNIDIRECTIONAL_SEQUENCE_LSTM": lstm.unidirectional_sequence_lstm,  # int8, int16 cell state (lstm.py)
 }
-
-# uint8 files (TFLite's older quantization): the kernels that are the int8 ones with other bounds.
-UINT8_KERNELS = frozenset({"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "ADD", "SUB", "MUL", "QUANTIZE",
-                           "AVERAGE_POOL_2D", "MAX_POOL_2D", "RESHAPE", "SQUEEZE", "SOFTMAX", "CONCATENATION",
-                           "ARG_MAX", "SPLIT", "SPLIT_V", "SLICE", "STRIDED_SLICE", "PAD", "TRANSPOSE", "MEAN",
-                           "RESIZE_NEAREST_NEIGHBOR", "RESIZE_BILINEAR", "MAXIMUM", "MINIMUM", "RELU", "RELU6",
-                           "GATHER", "PACK", "UNPACK", "EXPAND_DIMS", "SHAPE"})
-
-# int8 in, int16 out (TFLite Micro's keyword models end in SOFTMAX int8 -> int16): the kernels that take it.
-WIDENING_KERNELS = frozenset({"SOFTMAX"})
-
-# The ops whose int16 (16x8) kernels these reproduce; the rest of KERNELS run int8 only.
-INT16_KERNELS = frozenset(KERNELS) - {"RSQRT", "GELU", "HARD_SWISH", "PRELU", "SQUARED_DIFFERENCE", "RELU_N1_TO_1",
-                                      "SPACE_TO_DEPTH", "DEPTH_TO_SPACE",
-                                      "SVDF", "UNIDIRECTIONAL_SEQUENCE_LSTM"}  # int8 activations (int16 state only)

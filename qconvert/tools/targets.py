@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from qconvert.ops import row
+from qconvert.ops import TABLE, Rule, row
 from qconvert.options import TARGETS
 ETHOS_U = TARGETS[3:]
 U55_U65 = ("ethos-u55-128", "ethos-u55-256", "ethos-u65-256")
@@ -89,7 +89,9 @@ RESIZE_BILINEAR RESIZE_NEAREST_NEIGHBOR REVERSE_V2 RSQRT SLICE SOFTMAX SPLIT SPL
 STRIDED_SLICE TANH TILE TRANSPOSE_CONV UNIDIRECTIONAL_SEQUENCE_LSTM UNPACK
 """.split())
 
-WEIGHTED = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "TRANSPOSE_CONV")
+# the ops with int8 weights and an int32 bias (the op table's weighted rows): CONV_2D, DEPTHWISE_CONV_2D,
+# FULLY_CONNECTED, TRANSPOSE_CONV
+WEIGHTED = tuple(sorted(name for name, r in TABLE.items() if r.rule is Rule.WEIGHTED))
 # Ops whose TFLite Micro kernel rescales otherwise than LiteRT 2.3's reference kernel (a 32-bit
 # multiplier against double precision): 1-2 LSB apart is expected (issue 18's measurement).
 TFLM_ROUNDS_OTHERWISE = frozenset({"FULLY_CONNECTED"})

@@ -369,7 +369,7 @@ def test_images_as_calibration_data(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 
 def test_executor_space_to_batch_and_back_match_tensorflow() -> None:
     tf = pytest.importorskip("tensorflow", reason="TensorFlow's ops are the oracle")
-    from qconvert.ops import kernels
+    from qconvert.ops import float_kernels as kernels
 
     x = np.random.default_rng(0).normal(size=(3, 5, 6, 2)).astype(np.float32)
     block, pads, crops = np.array([2, 3]), np.array([[1, 0], [0, 3]]), np.array([[1, 0], [2, 1]])

@@ -178,6 +178,7 @@ ONE_OP = {
     "GATHER": lambda x: tf.gather(x, [3, 1, 2, 0], axis=3),
     "REDUCE_MAX": lambda x: tf.reduce_max(x, axis=[1, 2]),
     "RSQRT": lambda x: tf.math.rsqrt(tf.nn.relu(x) + 1.0),
+    "ABS": lambda x: tf.abs(x - tf.constant(_C)),  # TF 2.21 writes ABS v2 in 16x8 too
     "MINIMUM": lambda x: tf.minimum(x, tf.constant(_C)),
     # the result's range wins: the graph input is requantized to it (one QUANTIZE v2 before MAXIMUM)
     "MAXIMUM": lambda x: tf.maximum(x, tf.constant(_C)),

@@ -104,6 +104,17 @@ def _between_ranges(op):  # type: ignore[no-untyped-def]
     return build
 
 
+def _abs(x, fq):  # type: ignore[no-untyped-def]
+    # tf.abs of a convolution: ABS takes its own range and rescales |x - zp| (int8 ABS v2)
+    h = fq(tf.nn.conv2d(x, _weights(fq), [1, 1, 1, 1], "SAME"), -3.0, 2.0)
+    return fq(tf.abs(h), 0.0, 3.0)
+
+
+def _abs_same_scale(x, fq):  # type: ignore[no-untyped-def]
+    # ranges of equal width: the same scale on both sides, where the kernel adds no multiplier
+    return fq(tf.abs(fq(x * 2.0, -1.0, 1.0)), 0.0, 2.0)
+
+
 def _maximum_constant(x, fq):  # type: ignore[no-untyped-def]
     """MAXIMUM of an activation and a constant: TensorFlow gives its operands the result's range
     (the conv's output takes MAXIMUM's; measured under PTQ: scale 0.01078/zp -100, not its own)."""
@@ -360,6 +371,7 @@ BUILDERS: dict[str, Callable] = {"upsampling_nearest": _upsampling_nearest,
                                  "resize_nearest_plain": _resize_nearest_plain, "real_div_folds": _real_div_folds,
     # TF's driver counts integer operands: RESIZE (size) and PAD (paddings) take B, MAX_POOL keeps A
     "gelu": _gelu(False), "gelu_approximate": _gelu(True), "layer_norm": _layer_norm,
+    "abs": _abs, "abs_same_scale": _abs_same_scale,
     "layer_norm_fused": _layer_norm_fused(16), "layer_norm_fused_all_axes": _layer_norm_fused(1),
     "grouped_conv_depthwise_like": _grouped_conv(3, 6),  # one input channel per group
     "grouped_conv_two_groups": _grouped_conv(2, 6, pre=4),

@@ -3,7 +3,7 @@ kernels TensorFlow's calibrator runs (BuiltinOpResolver, no delegate). A range i
 and max of these values, so "close" is not enough: the last bits decide a scale's bits.
 
 The oracle is a one-op model written by TensorFlow's converter, run in LiteRT with
-``BUILTIN_WITHOUT_DEFAULT_DELEGATES``; ours is ``qconvert.ops.kernels`` on the same
+``BUILTIN_WITHOUT_DEFAULT_DELEGATES``; ours is ``qconvert.ops.float_kernels`` on the same
 weights in TFLite's layout.
 """
 
@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from qconvert.ops import kernels
+from qconvert.ops import float_kernels
 
 DEPTHWISE_CASES = [  # size, channels, kernel, stride, multiplier, dilation, padding, activation
     (17, 8, 3, 1, 1, 1, "same", "relu6"),
@@ -65,6 +65,6 @@ def test_depthwise_equals_litert_builtin_on_every_output(tf, case) -> None:  # t
     node = SimpleNamespace(name="dw", attrs={
         "stride_h": sh, "stride_w": sw, "dilation_h_factor": dilation, "dilation_w_factor": dilation,
         "padding": padding.upper(), "fused_activation_function": {"relu6": "RELU6", "relu": "RELU"}.get(act, "NONE")})
-    ours = kernels.depthwise_conv_2d(node, x, w.reshape(1, k, k, channels * mult), b)
+    ours = float_kernels.depthwise_conv_2d(node, x, w.reshape(1, k, k, channels * mult), b)
     assert ours.dtype == np.float32 and ours.shape == theirs.shape
     assert np.array_equal(ours, theirs), f"{np.count_nonzero(ours != theirs)} of {ours.size} outputs differ"

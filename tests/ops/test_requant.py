@@ -7,7 +7,7 @@ double product per channel), GetQuantizedConvolutionMultipler (FC: float32 produ
 add.cc/sub.cc (left shift 20, twice the larger input scale), mul.cc (float32),
 quantize.cc and reduce.cc (double ratio), quantization_util.cc QuantizeMultiplier,
 CalculateActivationRangeQuantized (clamps), activations.cc (standalone RELU*: float32
-ratio; SOFTMAX: PreprocessSoftmaxScaling). LOGISTIC / TANH tables are checked against
+ratio; SOFTMAX: PreprocessSoftmaxScaling), elementwise.cc (ABS: float32 ratio). LOGISTIC / TANH tables are checked against
 LiteRT itself in tests/runtime/test_interpreter.py.
 """
 
@@ -89,6 +89,8 @@ def expected(model, op) -> tuple[list[tuple[int, int]], int, tuple[int, int] | N
                 B.RELU_N1_TO_1: schema.ActivationFunctionType.RELU_N1_TO_1}[code]
         return ([quantize_multiplier(float(f32(s(t[0])) / f32(so)))], 0,
                 clamp_for(kind, so, int(out.quantization.zeroPoint[0])))
+    if code == B.ABS:  # elementwise.cc GenericPrepare: float32 ratio (equal scales: no multiplication, ratio 1)
+        return [quantize_multiplier(float(f32(s(t[0])) / f32(so)))], 0, clamp
     if code == B.SOFTMAX:  # PreprocessSoftmaxScaling(beta, in_scale, 5 integer bits)
         beta = float(op.builtinOptions.beta)
         return [quantize_multiplier(min(beta * s(t[0]) * 2.0**26, 2.0**31 - 1))], 0, clamp
@@ -159,3 +161,25 @@ def test_corpus_requant_params() -> None:
         flat = convert_bytes(m.graph_def, m.input_ranges, m.shapes, m.inputs, m.outputs)
         total += check_model(flat)
     assert total >= 20
+
+
+def test_abs_requant_params() -> None:
+    """ABS after a rescaling op and with equal scales on both sides (the pair is then (2^30, 1),
+    the identity the kernel uses instead of a multiplication)."""
+    tf = pytest.importorskip("tensorflow", reason="the graph is built with TensorFlow")
+    from qconvert.api import convert_graph
+
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [1, 4, 4, 3], name="input")
+        fq = tf.quantization.fake_quant_with_min_max_vars
+        h = fq(fq(x * 2.0, -2.0, 2.0) - 0.5, -3.0, 2.0)
+        tf.identity(fq(tf.abs(fq(tf.abs(h), 0.0, 3.0)), 0.0, 3.0), name="out")
+    flat = convert_graph(g.as_graph_def().SerializeToString(), {"input": (-1.0, 1.0)}).model
+    model = schema.ModelT.InitFromPackedBuf(bytearray(flat), 0)
+    codes = [model.operatorCodes[op.opcodeIndex].builtinCode for op in model.subgraphs[0].operators]
+    assert codes.count(schema.BuiltinOperator.ABS) == 2
+    records = [r for r in decode({m.name.decode(): bytes(model.buffers[m.buffer].data)
+                                  for m in model.metadata}[METADATA_NAME]) if r.builtin == "ABS"]
+    assert sorted(tuple(r.pairs[0]) for r in records)[0] == (1 << 30, 1)  # the second ABS: 3/255 on both sides
+    assert check_model(flat) >= 3

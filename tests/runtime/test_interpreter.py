@@ -596,13 +596,14 @@ def _one_op_16x8() -> dict[str, Callable[[Any], Any]]:
         "LOGISTIC": lambda x: tf.sigmoid(x * 3.0),
         "TANH": lambda x: tf.tanh(x * 3.0),
         "SOFTMAX": lambda x: tf.nn.softmax(x * 3.0),
+        "ABS": lambda x: tf.abs(x - tf.constant(c)),
     }
 
 
 @pytest.mark.parametrize("op", ["LEAKY_RELU", "RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR", "STRIDED_SLICE", "SLICE",
                                 "TRANSPOSE", "SPLIT", "UNPACK", "PACK", "GATHER", "REDUCE_MAX", "MINIMUM", "MAXIMUM",
                                 "MUL", "MAX_POOL_2D", "AVERAGE_POOL_2D", "RELU", "MEAN", "PAD", "TRANSPOSE_CONV",
-                                "CONV_2D", "CONCATENATION", "LOGISTIC", "TANH", "SOFTMAX"])
+                                "CONV_2D", "CONCATENATION", "LOGISTIC", "TANH", "SOFTMAX", "ABS"])
 def test_16x8_one_op_every_tensor_equals_litert(op: str) -> None:
     from qconvert.api import convert_graph
 

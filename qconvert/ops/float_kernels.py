@@ -254,6 +254,10 @@ def squared_difference(node: Any, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return d * d
 
 
+def abs_(node: Any, x: np.ndarray) -> np.ndarray:
+    return np.abs(x)
+
+
 def rsqrt(node: Any, x: np.ndarray) -> np.ndarray:
     """TFLite's float RSQRT: ``1.f / std::sqrt(x)`` in float32."""
     with np.errstate(divide="ignore", invalid="ignore"):
