@@ -2,7 +2,9 @@
 
 A refactoring must not change a single output byte. This script converts every model
 of every corpus (the QAT corpus, the edge-case variants, the tfmot corpus, the
-calibrated float twins under each calibration method, the models in ``models/``) and
+calibrated float twins under each calibration method, the models in ``models/``; since
+issue 33 also 16x8, int4 and blockwise conversions, the one-op graphs of the e2e tests, the
+custom tf_keras models and keras.applications models under PTQ: ``_since_issue_14``) and
 records, per model, the sha256 of the input (the GraphDef bytes, plus the calibration
 samples) and of the output .tflite.
 
@@ -31,6 +33,10 @@ from typing import Any, Callable, Iterator
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = ROOT / "tests"
 FIXTURES = TESTS / "fixtures"
+# The suite's BLAS kernels (tests/conftest.py): calibration's last bits depend on them, and
+# tests/fixtures/byte_identity.json was recorded with them. Set before NumPy loads OpenBLAS.
+if "numpy" not in sys.modules:
+    os.environ.setdefault("OPENBLAS_CORETYPE", "Haswell")
 
 
 def _sha(*parts: bytes) -> str:
@@ -47,7 +53,7 @@ def _samples_bytes(samples: dict[str, Any]) -> bytes:
 Case = tuple[str, bytes, Callable[[], bytes]]
 
 
-def cases(include_tfmot: bool = True) -> Iterator[Case]:
+def cases(include_tfmot: bool = True, include_zoo: bool = True) -> Iterator[Case]:
     """(name, input bytes, convert) for every corpus model; conversion is deferred."""
     for p in (str(FIXTURES), str(TESTS)):
         if p not in sys.path:
@@ -98,11 +104,199 @@ def cases(include_tfmot: bool = True) -> Iterator[Case]:
 
         for m in tfmot_corpus.build_tfmot_corpus():
             yield f"tfmot/{m.name}", m.graph_def, qat(m)
+    yield from _since_issue_14(qat, include_zoo)
 
 
-def measure(include_tfmot: bool = True) -> dict[str, dict[str, str]]:
+# keras.applications models (tests/fixtures/keras_apps.py, built once per process) under
+# post-training quantization, on ZOO_SAMPLES samples: of those the suite builds anyway
+# (tests/e2e/test_keras_apps_ptq.py, MobileNet in test_int16.py), the quicker to build (4 s to
+# 15 s each on 2 cores; GraphDefs of 4 MB to 29 MB). VGG16, ResNet50, ResNet50V2 and
+# ConvNeXtTiny (59 MB to 112 MB, 9 s to 25 s) are left out: running this test alone builds these.
+ZOO = ["MobileNet", "MobileNetV3Small", "EfficientNetB0", "RegNetX002", "DenseNet121"]
+ZOO_SAMPLES = 2
+
+
+def _canonical(graph_def: bytes) -> bytes:
+    """A GraphDef built by a test module, serialized deterministically: TensorFlow writes its
+    attribute maps in an order that differs from process to process (same graph, other bytes)."""
+    import tensorflow as tf
+
+    return tf.compat.v1.GraphDef.FromString(graph_def).SerializeToString(deterministic=True)
+
+
+def _uniform(m: Any, n: int, seed: int = 0) -> dict[str, Any]:
+    """``n`` samples per input, uniform over the input's range (the corpora's recipe)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    return {k: rng.uniform(*m.input_ranges[k], size=[n, *m.shapes[k][1:]]).astype(np.float32) for k in m.inputs}
+
+
+def _since_issue_14(qat: Callable[..., Callable[[], bytes]], include_zoo: bool) -> Iterator[Case]:
+    """The modes and corpora added after the record of issue 14, recorded for issue 33: 16x8
+    (post-training and 16-bit QAT), int4 weights (QAT per channel, packed or stored as int8;
+    other QAT widths; post-training per channel; blockwise), 6-bit activations at 8-bit
+    resolution, another calibration engine, batch and merged statistics, the one-op graphs of
+    test_layer_ops.py and test_int16.py, the bias-fit, BatchNorm and near-tie graphs, the
+    custom post-training models and the keras.applications zoo. Graphs built by a test module
+    come from that module's own builder."""
+    e2e = str(TESTS / "e2e")
+    if e2e not in sys.path:
+        sys.path.insert(0, e2e)
+    import corpus
+    import numpy as np
+
+    from qconvert.api import convert_graph
+
+    def ptq(graph_def: bytes, inputs: list[str], outputs: list[str], samples: dict[str, Any],
+            **kw: Any) -> Callable[[], bytes]:
+        return lambda: convert_graph(graph_def, inputs=inputs, outputs=outputs, calibration_data=samples,
+                                     **kw).model
+
+    # the float twins of the QAT corpus, with the samples of the ptq/ entries above; 16x8 under
+    # each calibration method (entropy, the slowest, on one model)
+    methods16 = {"residual": ("percentile", "mse"), "small_classifier": ("percentile", "mse"),
+                 "concat_branches": ("percentile", "entropy", "mse")}
+    for name in ("conv_relu_perchannel", "classifier_cli_input", "depthwise", "residual", "two_inputs_arith",
+                 "concat_branches", "pad_squeeze_reshape", "sigmoid_tanh_two_outputs", "small_classifier",
+                 "mean_keepdims_mul", "requantize"):
+        m = corpus.build_float_graph(name)
+        samples = _uniform(m, 32)
+        data = m.graph_def + _samples_bytes(samples)
+        for method in ("minmax", *methods16.get(name, ())):
+            yield (f"ptq16/{name}/{method}", data,
+                   ptq(m.graph_def, m.inputs, m.outputs, samples, calibration_method=method, activations="int16"))
+        yield f"ptq_int4/{name}/minmax", data, ptq(m.graph_def, m.inputs, m.outputs, samples, weights="int4")
+        if name in ("residual", "small_classifier"):
+            yield (f"ptq/{name}/litert_engine", data,
+                   ptq(m.graph_def, m.inputs, m.outputs, samples, calibration_engine="litert"))
+            yield (f"ptq/{name}/batch8", data,
+                   ptq(m.graph_def, m.inputs, m.outputs, samples, calibration_batch=8))
+            yield f"ptq/{name}/merged_stats/mse", data, _merged_stats(m, samples, "mse")
+
+    # QAT corpus graphs with 16-bit activation FakeQuants (test_int16.py), with 4-bit weight
+    # FakeQuants (packed INT4, or stored as int8) and with the other weight widths (test_low_bit.py)
+    for name in ("conv_relu_perchannel", "depthwise", "residual", "concat_branches", "small_classifier",
+                 "sigmoid_tanh_two_outputs", "two_inputs_arith", "mean_keepdims_mul"):
+        seed, fn = corpus._BUILDERS[name]
+        m = corpus.build_qat_graph(name, seed, fn, act_bits=16)
+        yield f"qat16/{name}", m.graph_def, qat(m)
+    for name in ("conv_relu_perchannel", "depthwise", "small_classifier", "residual"):
+        seed, fn = corpus._BUILDERS[name]
+        m = corpus.build_qat_graph(name, seed, fn, weight_bits=4)
+        yield f"qat_w4/{name}", m.graph_def, qat(m)
+        yield f"qat_w4/{name}/int8_storage", m.graph_def, qat(m, int4_storage="int8")
+    seed, fn = corpus._BUILDERS["small_classifier"]
+    for bits in (2, 3, 5, 6, 7):
+        m = corpus.build_qat_graph("small_classifier", seed, fn, weight_bits=bits)
+        yield f"qat_w{bits}/small_classifier", m.graph_def, qat(m)
+    import test_low_bit
+
+    m = test_low_bit._low_bit_activation_graph(6)
+    yield "qat/low_bit_act6/8bit", m.graph_def, qat(m, low_bit_activations="8bit")
+
+    # blockwise int4 (float activations, no calibration): test_blockwise.py's MLPs
+    import test_blockwise
+
+    mlp = _canonical(test_blockwise._mlp())
+    for block in (32, 64, 128, 256):
+        yield (f"blockwise/mlp/{block}", mlp,
+               lambda b=block: convert_graph(mlp, weights="int4", block_size=b).model)
+    partial = _canonical(test_blockwise._mlp((100, 64, 10)))
+    yield "blockwise/mlp_partial/32", partial, lambda: convert_graph(partial, weights="int4", block_size=32).model
+
+    # one graph per Keras layer op (test_layer_ops.py): QAT and post-training
+    import test_layer_ops as lo
+
+    x = {"input": np.random.default_rng(7).uniform(-1, 1, (32, *lo.SHAPE[1:])).astype(np.float32)}
+    for name in sorted(lo.BUILDERS):
+        if name not in lo.PTQ_ONLY:
+            pb = _canonical(lo._graph(name, qat=True))
+            yield (f"layer/{name}/qat", pb,
+                   lambda pb=pb: convert_graph(pb, {"input": (-1.0, 1.0)}, inputs=["input"], outputs=["out"]).model)
+        pb = _canonical(lo._graph(name, qat=False))
+        yield f"layer/{name}/ptq", pb + _samples_bytes(x), ptq(pb, ["input"], ["out"], x)
+    # one op per graph in 16x8 (test_int16.py)
+    import test_int16
+
+    x = {"input": np.random.default_rng(0).uniform(-1, 1, (4, 8, 8, 4)).astype(np.float32)}
+    for op in sorted(test_int16.ONE_OP):
+        pb = _canonical(test_int16._one_op(test_int16.ONE_OP[op]))
+        yield f"layer16/{op}", pb + _samples_bytes(x), ptq(pb, ["input"], ["output"], x, activations="int16")
+
+    # biases that do not fit int32 (test_bias_fit.py), Keras' BatchNorm arithmetic with dead and
+    # large-bias channels (test_keras_batchnorm.py), weights on near-ties (test_ptq_weights.py)
+    import test_bias_fit as bf
+
+    for dense in (False, True):
+        kind = "dense" if dense else "conv"
+        for bias, what in ((bf.DEAD, "dead_channel"), (bf.LARGE, "large_bias")):
+            pb = _canonical(bf._graph(True, dense, bias, weight_fq=False)[0])
+            yield (f"bias_fit/qat/{kind}/{what}", pb,
+                   lambda pb=pb: convert_graph(pb, inputs=["input"], outputs=["out"]).model)
+            pb, shape = bf._graph(False, dense, bias, weight_fq=False)
+            pb = _canonical(pb)
+            x = {"input": bf._samples(shape)[:, 0]}
+            yield f"bias_fit/ptq/{kind}/{what}", pb + _samples_bytes(x), ptq(pb, ["input"], ["out"], x)
+        pb = _canonical(bf._graph(True, dense, bf.DEAD, weight_fq=True)[0])
+        yield (f"bias_fit/qat/{kind}/dead_fake_quant_channel", pb,
+               lambda pb=pb: convert_graph(pb, inputs=["input"], outputs=["out"]).model)
+    import test_keras_batchnorm
+    import test_ptq_weights
+
+    pb = _canonical(test_keras_batchnorm._graph())
+    x = {"input": np.random.default_rng(2).uniform(-1, 1, (32, 8, 8, 3)).astype(np.float32)}
+    yield "ptq/keras_batchnorm/minmax", pb + _samples_bytes(x), ptq(pb, ["input"], ["out"], x)
+    pb = _canonical(test_ptq_weights._graph()[0])
+    x = {"input": np.random.default_rng(6).uniform(-1, 1, (8, *test_ptq_weights.SHAPE[1:])).astype(np.float32)}
+    yield "ptq/near_tie_weights/minmax", pb + _samples_bytes(x), ptq(pb, ["input"], ["out"], x)
+
+    if not include_zoo:
+        return
+    # tf_keras models no keras.applications architecture covers (test_custom_ptq.py)
+    import test_custom_ptq
+
+    for name in sorted(test_custom_ptq.MODELS):
+        pb, _, x16 = test_custom_ptq._build(name)
+        pb = _canonical(pb)
+        x = {"input": x16}
+        yield f"custom_ptq/{name}/minmax", pb + _samples_bytes(x), ptq(pb, ["input"], ["Identity"], x)
+    import keras_apps
+
+    for name in ZOO:
+        pb, shape = keras_apps.build(name)  # cached: the tests that build it get the same bytes
+        pb = _canonical(pb)
+        x = {"input": np.random.default_rng(1).uniform(-1, 1, (ZOO_SAMPLES, *shape[1:])).astype(np.float32)}
+        data = pb + _samples_bytes(x)
+        yield f"zoo/{name}/minmax", data, ptq(pb, ["input"], ["Identity"], x)
+        if name == "MobileNet":  # 16x8 (as in test_int16.py) and int4 weights on one of them
+            yield f"zoo/{name}/int16", data, ptq(pb, ["input"], ["Identity"], x, activations="int16")
+            yield f"zoo/{name}/int4", data, ptq(pb, ["input"], ["Identity"], x, weights="int4")
+
+
+def _merged_stats(m: Any, samples: dict[str, Any], method: str) -> Callable[[], bytes]:
+    """Statistics of two shards of the samples saved with histograms, then merged for ``method``."""
+    from qconvert.api import convert_graph
+
+    def convert() -> bytes:
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="qconvert-bytes-") as tmp:
+            files = []
+            for k, part in enumerate((slice(0, 16), slice(16, None))):
+                files.append(os.path.join(tmp, f"s{k}.npz"))
+                convert_graph(m.graph_def, inputs=m.inputs, outputs=m.outputs,
+                              calibration_data={n: a[part] for n, a in samples.items()},
+                              save_stats=files[-1], histograms=True, stop_before="prepare")
+            return convert_graph(m.graph_def, inputs=m.inputs, outputs=m.outputs, stats=files,
+                                 calibration_method=method).model
+
+    return convert
+
+
+def measure(include_tfmot: bool = True, include_zoo: bool = True) -> dict[str, dict[str, str]]:
     out: dict[str, dict[str, str]] = {}
-    for name, data, convert in cases(include_tfmot):
+    for name, data, convert in cases(include_tfmot, include_zoo):
         try:
             result = {"output": hashlib.sha256(convert_bytes()).hexdigest()}
         except Exception as exc:  # noqa: BLE001  a failure is recorded as what it said
@@ -133,9 +327,10 @@ def main(argv: list[str]) -> int:
     g.add_argument("--check", metavar="FILE", help="convert again and compare with a record")
     p.add_argument("--qconvert-root", help="import qconvert from this checkout instead of this one")
     p.add_argument("--no-tfmot", action="store_true", help="skip the tfmot corpus (slow to build the first time)")
+    p.add_argument("--no-zoo", action="store_true", help="skip the keras.applications and custom tf_keras models")
     args = p.parse_args(argv)
     sys.path.insert(0, os.path.abspath(args.qconvert_root or ROOT))
-    now = measure(not args.no_tfmot)
+    now = measure(not args.no_tfmot, not args.no_zoo)
     if args.record:
         Path(args.record).write_text(json.dumps(now, indent=1, sort_keys=True) + "\n")
         print(f"recorded {len(now)} models in {args.record}")

@@ -14,6 +14,23 @@ as RESHAPE, as TensorFlow writes them, changed 4: pad_squeeze_reshape QAT and PT
 v_transpose_ops; issue 19: DEPTHWISE_CONV_2D's float kernel summing as TFLite's optimized kernel
 changed ptq/depthwise/minmax, whose scales now equal TensorFlow's exactly (1.2e-7 off before),
 and the fixed, mergeable histogram bins changed the 9 percentile/entropy/mse entries).
+
+Issue 33 (2026-11-25, at f31acb7, before that refactoring) added 228 entries for what came after
+the issue 14 record, recorded with ``--record`` from that commit's code and merged in; the 80
+entries above are unchanged: 16x8 (``ptq16/``: the float twins under each calibration method;
+``qat16/``: 16-bit QAT; ``layer16/``: test_int16.py's one-op graphs), int4 weights (``qat_w4/``:
+4-bit QAT, packed and ``int4_storage="int8"``; ``qat_w2/ w3/ w5/ w6/ w7/``; ``ptq_int4/``: post-
+training per channel; ``blockwise/``: ``block_size`` 32..256 and a partial block),
+``qat/low_bit_act6/8bit``, ``ptq/*/litert_engine``, ``ptq/*/batch8``, ``ptq/*/merged_stats/mse``
+(two shards' statistics merged), ``layer/``: test_layer_ops.py's graphs (QAT and PTQ),
+``bias_fit/``, ``ptq/keras_batchnorm``, ``ptq/near_tie_weights``, ``custom_ptq/``: the Conv1D,
+GRU, LSTM, Rescaling and Normalization models, ``zoo/``: five keras.applications models under PTQ on 2 samples
+(MobileNet also in 16x8 and with int4 weights; keras_apps.build is cached per process, so the
+PTQ and 16x8 tests reuse these builds), and the tfmot models added since (unet, layers_1d,
+layers_2d, dense_bn, resnet50, xception, inception_v3). Graphs a test module builds come from
+that module's builder, serialized deterministically. On the machine that recorded them (AVX-512;
+OpenBLAS pinned to Haswell as in conftest.py) the 8 older tfmot entries skip: tfmot's training
+there gives other GraphDefs than on the machine of the issue 14 record.
 """
 
 from __future__ import annotations
