@@ -298,7 +298,7 @@ def measure(include_tfmot: bool = True, include_zoo: bool = True) -> dict[str, d
     out: dict[str, dict[str, str]] = {}
     for name, data, convert in cases(include_tfmot, include_zoo):
         try:
-            result = {"output": hashlib.sha256(convert_bytes()).hexdigest()}
+            result = {"output": hashlib.sha256(convert()).hexdigest()}
         except Exception as exc:  # noqa: BLE001  a failure is recorded as what it said
             result = {"error": f"{type(exc).__name__}: {exc}"}
         out[name] = {"input": hashlib.sha256(data).hexdigest(), **result}
