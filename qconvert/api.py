@@ -61,8 +61,7 @@ def convert(model: bytes | str | os.PathLike, output: str | os.PathLike | None =
     if opts.targets:
         from qconvert.tools.targets import conversion_choices
 
-        storage, target_notes = conversion_choices(list(opts.targets), opts.precision.int4_storage,
-                                                   opts.precision.block_size)
+        storage, target_notes = conversion_choices(list(opts.targets), opts.precision.int4_storage)
         opts = opts.replace(int4_storage=storage)
     result = run_conversion(model, opts, progress=progress, dump_to=dump_to, debug=debug)
     if target_notes:

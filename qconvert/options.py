@@ -38,6 +38,7 @@ STAGES = ("import", "inputs", "legalize", "fold", "fuse", "calibrate", "prepare"
 CALIBRATION_METHODS = ("minmax", "percentile", "entropy", "mse")
 CALIBRATION_ENGINES = ("numpy", "litert")
 BLOCK_SIZES = (32, 64, 128, 256)
+BLOCKWISE_TARGETS = ("litert",)  # blockwise INT4 weights run in XNNPACK only (tools/targets.py's rules)
 
 
 def parse_targets(names: Any, allow_all: bool = True) -> list[str]:
@@ -547,7 +548,7 @@ def _check(o: ConvertOptions) -> None:
         raise UsageError("--weights int4 writes int8 activations (LiteRT's INT4 kernels take int8 inputs); "
                          "use --activations int16 with int8 weights")
     if p.block_size is not None:
-        bad = [t for t in o.targets if t != "litert"]
+        bad = [t for t in o.targets if t not in BLOCKWISE_TARGETS]
         if bad:
             raise UsageError(f"--block-size with --target {bad[0]}: blockwise INT4 weights run only in LiteRT's "
                              f"XNNPACK (--target litert); drop --block-size (per-channel --weights int4) for {bad[0]}")

@@ -534,7 +534,6 @@ INT4_REJECTED: Mapping[str, str] = {
     "tflm": "TFLite Micro rejects per-channel INT4 FULLY_CONNECTED (measured; fully_connected_common.cc)",
     "litert-ref": "LiteRT's reference kernels register DEPTHWISE_CONV_2D up to version 6, not INT4's 7 (measured)",
 }
-BLOCKWISE_TARGETS = ("litert",)  # blockwise INT4 weights run in XNNPACK only (the rules above)
 
 
 def has_4bit_weights(graph: Any) -> bool:
@@ -552,18 +551,11 @@ def cannot_run(checked: Mapping[str, Any]) -> str | None:
     return f"{bad['target']} cannot run it: {bad['problems'][0]['message'] if bad['problems'] else bad['summary']}"
 
 
-def conversion_choices(targets: list[str], int4_storage: str | None, block_size: int | None
-                       ) -> tuple[str, list[str]]:
+def conversion_choices(targets: list[str], int4_storage: str | None) -> tuple[str, list[str]]:
     """(int4_storage, notes) for converting to ``targets``: 4-bit weights are stored as int8 in
-    [-7, 7] when a target cannot take INT4 tensors, unless ``int4_storage`` was given; blockwise
-    weights (``block_size``) for a target other than LiteRT's default kernels are a usage error."""
-    from qconvert.errors import UsageError
-
-    if block_size is not None:
-        bad = [t for t in targets if t not in BLOCKWISE_TARGETS]
-        if bad:
-            raise UsageError(f"--block-size with --target {bad[0]}: blockwise INT4 weights run only in LiteRT's "
-                             f"XNNPACK (--target litert); drop --block-size (per-channel --weights int4) for {bad[0]}")
+    [-7, 7] when a target cannot take INT4 tensors, unless ``int4_storage`` was given. (Blockwise
+    weights for a target other than LiteRT's default kernels are refused by the options
+    themselves: ``qconvert.options``.)"""
     if int4_storage is not None:
         return int4_storage, []
     why = [(t, INT4_REJECTED[t]) for t in targets if t in INT4_REJECTED]

@@ -48,6 +48,7 @@ from typing import Any
 import numpy as np
 
 from qconvert.errors import UsageError
+from qconvert.options import parse_targets
 from qconvert.tools import targets as T
 from qconvert.tools.check.render import render_json, render_text
 from qconvert.tools.check.runners import (
@@ -60,7 +61,7 @@ from qconvert.tools.check.runners import (
     tool_versions,
 )
 from qconvert.tools.check.vela import VelaResult, run_vela
-from qconvert.tools.check.verdict import Context, parse_targets, target_entry
+from qconvert.tools.check.verdict import Context, target_entry
 
 __all__ = ["ARENA_STEP", "DEFAULT_INPUTS", "SCHEMA_VERSION", "RunResult", "VelaResult", "check_command",
            "check_model", "compare_outputs", "parse_targets", "random_inputs", "render_json", "render_text",

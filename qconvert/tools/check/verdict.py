@@ -18,30 +18,11 @@ from typing import Any
 
 import numpy as np
 
-from qconvert.errors import UsageError
 from qconvert.tools import targets as T
 from qconvert.tools.check.runners import RunResult, compare_outputs
 from qconvert.tools.check.vela import VelaResult
 
 _INSTALL = {"tflm": ("tflite-micro", "tflm"), "vela": ("ethos-u-vela", "vela")}
-
-
-def parse_targets(names: tuple[str, ...] | list[str]) -> list[str]:
-    """The requested targets in TARGETS order; ``all`` for every one; none given = all.
-    UsageError naming the valid ones otherwise."""
-    wanted = set()
-    for name in names:
-        for part in name.split(","):
-            part = part.strip()
-            if not part:
-                continue
-            if part == "all":
-                wanted.update(T.TARGETS)
-            elif part in T.TARGETS:
-                wanted.add(part)
-            else:
-                raise UsageError(f"unknown target '{part}'; targets: {', '.join(T.TARGETS)}, all")
-    return [t for t in T.TARGETS if t in wanted] or list(T.TARGETS)
 
 
 @dataclass
