@@ -1,5 +1,5 @@
 """Integer-only execution of .tflite files (``qconvert run``): TFLite's int8 reference kernels
-in numpy (``kernels``, ``transcendental``, ``reduce``, on ``fixed_point``), driven by the
+in numpy (``kernels``, ``transcendental``, ``reduce``, on ``int_math``), driven by the
 file's integers and its ``qconvert_requant`` records (``interpreter``).
 
 May import: ``qconvert.ops`` (rows, window arithmetic), ``qconvert.quant``,

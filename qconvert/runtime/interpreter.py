@@ -32,7 +32,7 @@ from qconvert.ops import Form16, Rule, float_operands, requant, row
 from qconvert.ops.recipes_seq import LSTM_PAIR_CELL_SCALE, unidirectional_sequence_lstm
 from qconvert.quant import round_half_away_array
 from qconvert.quant.requant import operand as requant_operand
-from qconvert.runtime.fixed_point import ROUNDINGS, rounding
+from qconvert.runtime.int_math import ROUNDINGS, rounding
 from qconvert.runtime.kernels import KERNELS, OpCall
 from qconvert.schema.reader import read_model
 from qconvert.schema.requant_metadata import METADATA_NAME, decode
@@ -69,7 +69,7 @@ class IntegerModel:
                  rounding: str = "double") -> None:
         """``runtime``: whose arithmetic to reproduce, LiteRT's reference kernels (``litert-ref``) or
         TFLite Micro's (``tflm``: FULLY_CONNECTED by the 31-bit multiplier). ``rounding``: how
-        MultiplyByQuantizedMultiplier rounds (``qconvert.runtime.fixed_point.ROUNDINGS``); any but
+        MultiplyByQuantizedMultiplier rounds (``qconvert.runtime.int_math.ROUNDINGS``); any but
         ``double`` also takes FULLY_CONNECTED by the multiplier, as such builds do."""
         if runtime not in RUNTIMES:
             raise RunError(f"runtime {runtime!r}: choose {', '.join(RUNTIMES)}")

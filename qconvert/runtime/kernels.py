@@ -39,7 +39,7 @@ from qconvert.ops.windows import (
     windows,
 )
 from qconvert.runtime import lstm, reduce, svdf, transcendental, transcendental16
-from qconvert.runtime.fixed_point import I64, current_rounding, mbqm, mbqm_int64, scale_by_binary64
+from qconvert.runtime.int_math import I64, current_rounding, mbqm, mbqm_int64, scale_by_binary64
 
 
 @dataclass

@@ -50,7 +50,7 @@ from qconvert.ops.recipes_seq import (
     LSTM_PAIRS,
     LSTM_RECURRENT_WEIGHTS,
 )
-from qconvert.runtime.fixed_point import I64, mbqm, rdpot, wrap16, wrap32
+from qconvert.runtime.int_math import I64, mbqm, rdpot, wrap16, wrap32
 
 # ---------------------------------------------------------------------------
 # gemmlowp fixed point on int16

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from qconvert.quant import fold_mean_multiplier
-from qconvert.runtime.fixed_point import I64, mbqm, wrap32
+from qconvert.runtime.int_math import I64, mbqm, wrap32
 
 
 def mean(call: Any) -> np.ndarray:

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from qconvert.errors import KernelError
-from qconvert.runtime.fixed_point import I64, mbqm, wrap32
+from qconvert.runtime.int_math import I64, mbqm, wrap32
 
 
 def svdf_with_state(call: Any) -> tuple[np.ndarray, np.ndarray]:

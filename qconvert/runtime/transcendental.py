@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from qconvert.errors import KernelError
-from qconvert.runtime.fixed_point import (
+from qconvert.runtime.int_math import (
     I64,
     INT32_MAX,
     count_leading_zeros32,

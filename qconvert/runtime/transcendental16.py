@@ -47,7 +47,7 @@ from typing import Callable
 import numpy as np
 
 from qconvert.quant import round_half_away_array
-from qconvert.runtime.fixed_point import I64, count_leading_zeros32, mbqm, wrap16, wrap32
+from qconvert.runtime.int_math import I64, count_leading_zeros32, mbqm, wrap16, wrap32
 
 # ---------------------------------------------------------------------------
 # Tables (float at import only)

@@ -492,14 +492,14 @@ def _double_round(acc: int, d: float) -> int:
 @given(st.integers(-(2**31), 2**31 - 1),
        st.floats(min_value=0.0, max_value=1.0, allow_nan=False, allow_infinity=False, allow_subnormal=True))
 def test_scale_by_binary64_equals_the_fpu(acc: int, d: float) -> None:
-    from qconvert.runtime.fixed_point import _scale_by_binary64
+    from qconvert.runtime.int_math import _scale_by_binary64
 
     bits = int(np.float64(d).view(np.uint64))
     assert _scale_by_binary64(acc, bits) == _double_round(acc, d)
 
 
 def test_scale_by_binary64_ties_and_product_rounding() -> None:
-    from qconvert.runtime.fixed_point import _scale_by_binary64
+    from qconvert.runtime.int_math import _scale_by_binary64
 
     cases = [(3, 0.5), (-3, 0.5), (5, 0.1), (-5, 0.1), (2**31 - 1, 1 / 3), (-(2**31), 0.3),
              (0, 0.7), (7, 5e-324), (123456789, 0.49999999999999994)]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from qconvert.runtime.fixed_point import mbqm, rounding
+from qconvert.runtime.int_math import mbqm, rounding
 
 HALF = 1 << 30  # m = 2**30 is 0.5 at shift 0
 CASES = [

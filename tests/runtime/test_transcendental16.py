@@ -320,7 +320,7 @@ def test_every_softmax_lut_entry_is_used(tf) -> None:  # type: ignore[no-untyped
     x = np.stack([np.full(65536, 32767), 32767 - k], axis=1).astype(np.int16)
     assert np.array_equal(t16.softmax16(x, m, s), _litert(tflite, x))
 
-    from qconvert.runtime.fixed_point import mbqm
+    from qconvert.runtime.int_math import mbqm
     sym = np.clip(mbqm(x.astype(np.int64) - 32767, m, s) + 32767, -32768, 32767)
     exp_entries = set((256 + (sym >> 7)).ravel().tolist()) | set((257 + (sym >> 7)).ravel().tolist())
     assert exp_entries == set(range(513))

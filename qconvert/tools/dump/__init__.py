@@ -23,7 +23,7 @@ convolutions and FULLY_CONNECTED), ``!quant.uniform<i4:f32:{1:32}, {{...}}>`` fo
 that gives back the file's float32. The text output shortens long scale lists.
 
 Modules: ``describe`` (the file as this document), ``mlir`` (the ``type`` strings),
-``requant`` (the records and their check), ``render`` (text and JSON); loading and the checks
+``requant_check`` (the records and their check), ``render`` (text and JSON); loading and the checks
 other tools share are in ``qconvert.tools.tflite_file``.
 
 May import: ``qconvert.tools.tflite_file``, ``qconvert.tools.jsonable``, ``qconvert.tools.text``,

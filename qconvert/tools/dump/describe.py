@@ -48,7 +48,7 @@ def describe(path: str | os.PathLike, sections: Iterable[str] | None = None, ten
     requant_problems: list[str] = []
     requant_info = None
     if METADATA_NAME in model.metadata:  # qconvert's files
-        from qconvert.tools.dump.requant import read_records
+        from qconvert.tools.dump.requant_check import read_records
 
         records, requant_problems, requant_info = read_records(model)
     if "metadata" in selected:
@@ -117,7 +117,7 @@ def _subgraph(s: int, sg: Any, selected: set[str], records: dict[tuple[int, int]
             totals.float_ops.append({"subgraph": s, "index": i, "op": op.builtin})
         requant = None
         if (s, i) in records:
-            from qconvert.tools.dump.requant import check_record
+            from qconvert.tools.dump.requant_check import check_record
 
             requant = check_record(sg, op, records[(s, i)])
             totals.flagged += bool(requant["problems"])
