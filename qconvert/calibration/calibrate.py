@@ -30,7 +30,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Mapping
 
 from typing import TYPE_CHECKING
 
@@ -44,6 +44,7 @@ from qconvert.ir import Graph
 from qconvert.ir.passes import Context, Origin
 from qconvert.ir.qdq import insert_qdq_after, is_quantize
 from qconvert.ops import Rule, float_operands, row
+from qconvert.options import CalibrationOptions
 from qconvert.quant import calibrated_range_params
 
 METHODS = ("minmax", "percentile", "entropy", "mse")
@@ -51,27 +52,21 @@ METHODS = ("minmax", "percentile", "entropy", "mse")
 
 @dataclass
 class Calibration:
-    """What ``--calibration-data``, ``--stats`` and ``--ranges-file`` bring to the pipeline."""
+    """What ``--calibration-data``, ``--stats`` and ``--ranges-file`` bring to the pipeline: the
+    user's choices (``options``, declared in ``qconvert.options``) and what was opened from them."""
 
+    options: CalibrationOptions = field(default_factory=CalibrationOptions)  # method, batch, workers, ...
     samples: Samples | None = None  # read a batch at a time
-    batch: int = 1
-    method: str = "minmax"
-    percentile: float = 99.99  # --percentile, for method "percentile"
-    ranges: Mapping[str, tuple[float, float]] = field(default_factory=dict)  # --ranges-file
+    ranges: Mapping[str, tuple[float, float]] = field(default_factory=dict)  # --ranges-file, read
     progress: Callable[[int, int], None] | None = None  # (samples done, total)
-    stats_files: Sequence[str] = ()  # --stats: recorded statistics instead of samples
-    save_stats: str | None = None  # --save-stats: write the statistics recorded here
-    histograms: bool = False  # record histograms even for minmax (a stats file for any method)
     recorded: Stats | None = None  # set by record_ranges: the statistics used
-    workers: int | None = None  # threads running batches (default: the cores, at most 4)
     # --calibration-engine: None runs the numpy executor; else (graph, observed names) → a factory
     # of per-thread runners ``run(feeds, record) -> samples`` (converter/litert_engine.py)
     engine: Callable[[Graph, list[str]], Callable[[], Callable[..., int]]] | None = None
-    engine_name: str = "numpy"
 
     @property
     def has_data(self) -> bool:
-        return self.samples is not None or bool(self.stats_files)
+        return self.samples is not None or bool(self.options.stats)
 
 
 def _needs_range(graph: Graph, name: str) -> bool:
@@ -107,9 +102,9 @@ def _blas_single_thread():  # type: ignore[no-untyped-def]
 
 def collect(graph: Graph, calib: Calibration, names: list[str]) -> Stats:
     """Run the float graph over the samples: each observed tensor's min and max (and its
-    fixed-bin histogram for a histogram method, or with ``calib.histograms``).
+    fixed-bin histogram for a histogram method, or with ``calib.options.histograms``).
 
-    Batches run on ``calib.workers`` threads (numpy releases the GIL in its kernels), each
+    Batches run on ``calib.options.workers`` threads (numpy releases the GIL in its kernels), each
     with its own statistics, merged at the end: min, max and counts do not depend on the
     order, and a sample's values do not depend on the thread (a BLAS product splits its
     output among threads, never a sum), so the statistics are those of one thread. At most
@@ -119,7 +114,7 @@ def collect(graph: Graph, calib: Calibration, names: list[str]) -> Stats:
 
     assert calib.samples is not None
     wanted = set(names)
-    hist = calib.histograms or calib.method != "minmax"
+    hist = calib.options.histograms or calib.options.method != "minmax"
     fp = fingerprint(graph, names)
     local = threading.local()
     shards: list[Stats] = []
@@ -147,8 +142,8 @@ def collect(graph: Graph, calib: Calibration, names: list[str]) -> Stats:
     total, done = calib.samples.count, 0
     if calib.progress is not None:
         calib.progress(0, total)
-    batches = calib.samples.batches(calib.batch)
-    workers = max(1, min(calib.workers or default_workers(), total))
+    batches = calib.samples.batches(calib.options.batch)
+    workers = max(1, min(calib.options.workers or default_workers(), total))
     first = next(batches, None)  # one batch here first: it also builds the graph's look-up index
     if first is not None:
         done += run_one(first)
@@ -194,16 +189,16 @@ def default_workers() -> int:
 
 def record_ranges(graph: Graph, calib: Calibration, names: list[str]) -> dict[str, tuple[float, float]]:
     """Each observed tensor's range: from the samples, or from ``--stats`` files (merged), by
-    ``calib.method``; the statistics are kept in ``calib.recorded``."""
+    ``calib.options.method``; the statistics are kept in ``calib.recorded``."""
     from qconvert.calibration import methods as cm
     from qconvert.calibration.stats import fingerprint, histogram_bins, merged
 
-    if calib.stats_files:
-        stats = merged(calib.stats_files, fingerprint(graph, names), list(names))
-        if calib.method != "minmax" and stats.hist is None:
-            raise ConversionError(f"--calibration-method {calib.method} needs histograms, and "
-                                  f"'{calib.stats_files[0]}' has none: record it with --calibration-method "
-                                  f"{calib.method} (or --histograms)")
+    if calib.options.stats:
+        stats = merged(calib.options.stats, fingerprint(graph, names), list(names))
+        if calib.options.method != "minmax" and stats.hist is None:
+            raise ConversionError(f"--calibration-method {calib.options.method} needs histograms, and "
+                                  f"'{calib.options.stats[0]}' has none: record it with --calibration-method "
+                                  f"{calib.options.method} (or --histograms)")
     else:
         stats = collect(graph, calib, names)
     calib.recorded = stats
@@ -212,7 +207,7 @@ def record_ranges(graph: Graph, calib: Calibration, names: list[str]) -> dict[st
     if bad:
         raise ConversionError(f"tensor '{bad[0]}' takes non-finite values on the calibration data; "
                               "check the data and the model")
-    if calib.method == "minmax":
+    if calib.options.method == "minmax":
         _in_place_unions(graph, lo, hi)
         return {n: (lo[n], hi[n]) for n in names if n in lo}
     assert stats.hist is not None
@@ -224,9 +219,9 @@ def record_ranges(graph: Graph, calib: Calibration, names: list[str]) -> dict[st
             out[n] = (lo[n], hi[n])
             continue
         counts, edges = histogram_bins(stats.hist[n], lo[n], hi[n])
-        if calib.method == "percentile":
-            out[n] = cm.percentile(counts, edges, calib.percentile)
-        elif calib.method == "entropy":
+        if calib.options.method == "percentile":
+            out[n] = cm.percentile(counts, edges, calib.options.percentile)
+        elif calib.options.method == "entropy":
             out[n] = cm.entropy(counts, edges)
         else:
             out[n] = cm.mse(counts, edges)
@@ -343,8 +338,8 @@ def calibrate(graph: Graph, ctx: Context) -> bool:
     t0 = time.perf_counter()
     stats = record_ranges(graph, calib, names) if calib.has_data else {}
     seconds = time.perf_counter() - t0
-    if calib.save_stats is not None and calib.recorded is not None:
-        calib.recorded.save(calib.save_stats)
+    if calib.options.save_stats is not None and calib.recorded is not None:
+        calib.recorded.save(calib.options.save_stats)
     kept = drop_redundant(graph, stats, ctx.activation_bits == 16)
     by_hand = calib.ranges
     for name in names:
@@ -361,10 +356,10 @@ def calibrate(graph: Graph, ctx: Context) -> bool:
         insert_qdq_after(graph, name, calibrated_range_params(lo, hi, num_bits=ctx.activation_bits),
                          Origin.RANGES_FILE)
     if calib.recorded is not None:
-        where = f"{len(calib.stats_files)} statistics file(s), " if calib.stats_files else ""
-        engine = f", {calib.engine_name} engine" if calib.engine is not None and not calib.stats_files else ""
+        where = f"{len(calib.options.stats)} statistics file(s), " if calib.options.stats else ""
+        engine = f", {calib.options.engine} engine" if calib.engine is not None and not calib.options.stats else ""
         ctx.note(f"calibrated {len(kept)} tensor range(s) on {where}{calib.recorded.samples} sample(s) "
-                 f"in {seconds:.2f} s ({calib.method}{engine})")
+                 f"in {seconds:.2f} s ({calib.options.method}{engine})")
     return bool(names) or bool(by_hand)
 
 

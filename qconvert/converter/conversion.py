@@ -101,9 +101,7 @@ def _calibration(graph: Graph, options: ConvertOptions, progress: Any) -> Calibr
             loaded = open_samples(c.data, shapes, c.samples, c.seed, c.image_size, c.mean, c.std)
     if c.save_stats is not None and not Path(c.save_stats).resolve().parent.is_dir():  # before the samples run
         raise ConversionError(f"cannot write '{c.save_stats}': directory '{Path(c.save_stats).parent}' does not exist")
-    return Calibration(loaded, c.batch, c.method, c.percentile, _read_ranges(c.ranges_file), progress,
-                       stats_files=list(c.stats), save_stats=c.save_stats, histograms=c.histograms,
-                       workers=c.workers, engine=_engine(c.engine), engine_name=c.engine)
+    return Calibration(c, loaded, _read_ranges(c.ranges_file), progress, engine=_engine(c.engine))
 
 
 def _engine(name: str) -> Any:
