@@ -401,6 +401,11 @@ class PrecisionOptions:
         None, _choice(("packed", "int8")),
         help="4-bit weights: packed INT4 (TensorFlow's, the default; CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED) "
              "or int8 in [-7, 7] for runtimes without INT4 (Vela; the default for such --target).")
+    per_tensor_weights: bool = option(
+        False, _flag(),
+        help="One weight scale per tensor for every CONV_2D, DEPTHWISE_CONV_2D, TRANSPOSE_CONV and FULLY_CONNECTED "
+             "(TensorFlow's _experimental_disable_per_channel; for runtimes that take no per-channel weights), "
+             "int8 and 16x8. A weight FakeQuant that is per channel is an error.")
     low_bit_activations: str = option(
         "error", _choice(("error", "8bit")),
         help="Activation FakeQuants under 8 bits: fail, or quantize their range at 8-bit resolution (a note per "
@@ -547,6 +552,12 @@ def _check(o: ConvertOptions) -> None:
     if p.activations == "int16" and p.weights == "int4":
         raise UsageError("--weights int4 writes int8 activations (LiteRT's INT4 kernels take int8 inputs); "
                          "use --activations int16 with int8 weights")
+    if p.per_tensor_weights and p.block_size is not None:
+        raise UsageError(f"--per-tensor-weights with --block-size {p.block_size}: blockwise weights have a scale per "
+                         f"block; drop one of the two")
+    if p.per_tensor_weights and p.weights == "int4":
+        raise UsageError("--per-tensor-weights with --weights int4: 4-bit weights are per channel only (TensorFlow has "
+                         "no per-tensor INT4 mode to match); use int8 weights with --per-tensor-weights")
     if p.block_size is not None:
         bad = [t for t in o.targets if t not in BLOCKWISE_TARGETS]
         if bad:

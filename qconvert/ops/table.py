@@ -83,6 +83,7 @@ class OpRow:
     int16_options: tuple[tuple[str, Any], ...] = ()
     int16_version: int | None = None
     form16: Form16 = Form16.RUN
+    per_tensor16: bool = True  # WEIGHTED: TensorFlow writes its 16x8 form with per-tensor weights (False: it fails)
     requant16: Callable[..., dict[str, Any]] | None = None  # the int16 kernel's recipe where it differs
     lut: Callable[[Any], Any] | None = None  # the float32 function whose int8 table its kernel builds (LUTPopulate)
     # the integer forms `run` executes besides int8 (its kernel in qconvert/runtime/kernels.py's KERNELS)
@@ -133,8 +134,10 @@ TABLE: dict[str, OpRow] = dict([
          fuses_activation=True, float_inputs=(0,), takes_same_padding=True,
          int16_options=(("quantized_bias_type", "INT64"),), symmetric_weights=True, absorbs_input_scale=True,
          kernel=fk.conv_2d, requant=r.convolution, version=r.conv_2d_version),
+    # per_tensor16: TF 2.21's 16x8 quantizer fails on per-tensor depthwise weights ("Quantized dimension for
+    # tensor property and quantization parameters do not match. Got 3 and 0"; measured)
     _row("DEPTHWISE_CONV_2D", Rule.WEIGHTED, 3, uint8=True, weight_axis=3, int4_version=7, fuses_activation=True,
-         float_inputs=(0,), takes_same_padding=True,
+         float_inputs=(0,), takes_same_padding=True, per_tensor16=False,
          symmetric_weights=True, absorbs_input_scale=True, kernel=fk.depthwise_conv_2d, requant=r.convolution),
     # (output shape, weights [O, H, W, I], input, bias); no bias until a BiasAdd fuses into it
     _row("TRANSPOSE_CONV", Rule.WEIGHTED, 2, weight_axis=0, fuses_activation=True, float_inputs=(2,),

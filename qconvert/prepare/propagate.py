@@ -6,7 +6,8 @@ op table's rule, until nothing changes:
 
 1. WEIGHTED (conv, depthwise, FC): ``bias ──▶ op`` ⇒ ``bias ──▶ Q(in×w) ──▶ DQ ──▶ op``
    (scale = input scale × weight scale, as doubles; zero point 0; int32).
-   A weight with no FakeQuant gets symmetric narrow-range parameters from its values.
+   A weight with no FakeQuant gets symmetric narrow-range parameters from its values (per output
+   channel; one scale under --per-tensor-weights).
 2. FIXED (softmax, logistic, tanh): ``op ──▶ y`` ⇒ ``op ──▶ Q(fixed) ──▶ DQ ──▶ y``;
    a FakeQuant after it with another range becomes a requantize.
 3. SAME_SCALE (pools, concat, reshape, squeeze, pad): one set of parameters for all
@@ -29,6 +30,7 @@ from dataclasses import replace
 import numpy as np
 
 from qconvert import quant as qm
+from qconvert.errors import ConversionError
 from qconvert.ir import Graph, Node, QuantParams
 from qconvert.ir.passes import Context, Origin
 from qconvert.ir.qdq import (
@@ -73,6 +75,36 @@ def _weight_bits(node: Node, ctx: Context) -> int:
     return 8
 
 
+def _weight_axis(node: Node, ctx: Context) -> int | None:
+    """The axis of a weight's scales when they come from its values: per output channel,
+    FULLY_CONNECTED too (TF 2.21 does so for weights without FakeQuant); None (one scale) under
+    ``--per-tensor-weights`` (TensorFlow's ``_experimental_disable_per_channel``)."""
+    r = row(node.op)
+    if not ctx.options.precision.per_tensor_weights:
+        return 0 if r.weight_axis is None else r.weight_axis  # type: ignore[union-attr]
+    if ctx.activation_bits == 16 and not r.per_tensor16:  # type: ignore[union-attr]
+        raise ConversionError(
+            f"{node.op} '{node.name}': --per-tensor-weights with int16 activations: TensorFlow 2.21's 16x8 quantizer "
+            f"fails on per-tensor {node.op} weights (it takes them per channel only), so there is no file to match; "
+            f"drop --per-tensor-weights or use int8 activations")
+    return None
+
+
+def _refuse_per_channel(graph: Graph, node: Node, w: str) -> None:
+    """Under ``--per-tensor-weights``, a weight whose parameters are already per channel (a
+    per-channel FakeQuant, or a BatchNorm folded into a per-tensor one) is an error: its
+    integers are the trained grid, one scale per channel. (TensorFlow 2.21 ignores
+    ``_experimental_disable_per_channel`` on QAT graphs and writes them per channel.)"""
+    pair = dequantized_from(graph, w)
+    if pair is None or not graph.tensors[pair[0].outputs[0]].quant.per_channel:
+        return
+    raise ConversionError(
+        f"{node.op} '{node.name}': weight '{pair[0].inputs[0]}' is quantized per channel by its FakeQuant (trained "
+        f"with a scale per channel), which --per-tensor-weights cannot change without leaving the trained grid "
+        f"(TensorFlow ignores the option on QAT graphs); train with per-tensor weight FakeQuants (tfmot: "
+        f"per_axis=False) or drop --per-tensor-weights")
+
+
 Touched = list[Node]
 
 
@@ -103,10 +135,10 @@ def _weighted(graph: Graph, node: Node, ctx: Context) -> Touched | None:
     xs, ws, bs = r.operand_slots  # type: ignore[union-attr]
     w = node.inputs[ws]
     if params_in(graph, w) is None and graph.is_const(w):
-        # per output channel; FULLY_CONNECTED too (TF 2.21 does so for weights without FakeQuant)
-        axis = 0 if r.weight_axis is None else r.weight_axis  # type: ignore[union-attr]
-        insert_qdq_on_edge(graph, node, ws, weight_params(graph.const(w), axis, _weight_bits(node, ctx)),
-                           Origin.WEIGHT_VALUES)
+        insert_qdq_on_edge(graph, node, ws, weight_params(graph.const(w), _weight_axis(node, ctx),
+                                                          _weight_bits(node, ctx)), Origin.WEIGHT_VALUES)
+    elif ctx.options.precision.per_tensor_weights:
+        _refuse_per_channel(graph, node, w)
     b = node.inputs[bs] if bs < len(node.inputs) else None  # TRANSPOSE_CONV may have none
     if b is None or params_in(graph, b) is not None or not graph.is_const(b):
         return []
