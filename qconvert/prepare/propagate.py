@@ -99,10 +99,10 @@ def _refuse_per_channel(graph: Graph, node: Node, w: str) -> None:
     if pair is None or not graph.tensors[pair[0].outputs[0]].quant.per_channel:
         return
     raise ConversionError(
-        f"{node.op} '{node.name}': weight '{pair[0].inputs[0]}' is quantized per channel by its FakeQuant (trained "
-        f"with a scale per channel), which --per-tensor-weights cannot change without leaving the trained grid "
-        f"(TensorFlow ignores the option on QAT graphs); train with per-tensor weight FakeQuants (tfmot: "
-        f"per_axis=False) or drop --per-tensor-weights")
+        f"{node.op} '{node.name}': weight '{pair[0].inputs[0]}' is quantized per channel by its FakeQuant (a "
+        f"per-channel FakeQuant, or a BatchNorm folded into a per-tensor one), which --per-tensor-weights cannot "
+        f"change without leaving the trained grid (TensorFlow ignores the option on QAT graphs); train with "
+        f"per-tensor weight FakeQuants (tfmot: per_axis=False) or drop --per-tensor-weights")
 
 
 Touched = list[Node]

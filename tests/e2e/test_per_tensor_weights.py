@@ -43,9 +43,8 @@ from qconvert.tools import check as C  # noqa: E402
 from qconvert.tools.dump import describe  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
-# pad_squeeze_reshape: TensorFlow drops the Squeeze of the float graph (one RESHAPE fewer): compared on
-# outputs and weights only (as in tests/calibration/test_calibrate.py)
-# (two_inputs_arith has no weighted op)
+# Left out: pad_squeeze_reshape (TensorFlow drops the float graph's Squeeze, so the graphs differ by a
+# RESHAPE; tests/calibration/test_calibrate.py) and two_inputs_arith (no weighted op).
 PTQ_MODELS = ["conv_relu_perchannel", "classifier_cli_input", "depthwise", "residual",
               "concat_branches", "sigmoid_tanh_two_outputs", "small_classifier", "mean_keepdims_mul", "requantize",
               "narrow_ranges", "fq_args_identity_noop"]
@@ -106,17 +105,15 @@ def _weights(tflite: bytes) -> list[tuple[str, tuple[float, ...], int]]:
     return out
 
 
-def _assert_same(ours: bytes, theirs: bytes, samples: dict, inputs: list[str], exact_graph: bool = True) -> None:
+def _assert_same(ours: bytes, theirs: bytes, samples: dict, inputs: list[str]) -> None:
     a, b = read_model(ours).subgraphs[0], read_model(theirs).subgraphs[0]
     # the option is on in both files: one weight scale per weighted op, quantized_dimension 0
     wa, wb = _weights(ours), _weights(theirs)
     assert wb and all(len(s) == 1 and d == 0 for _, s, d in wb), wb
     assert sorted(wa) == sorted(wb)
-    if exact_graph:
-        assert sorted((o.builtin, o.version) for o in a.operators) == sorted((o.builtin, o.version) for o in b.operators)
-        acts = [sorted((t.dtype, t.scale, t.zero_point) for t in sg.tensors if t.data is None and t.scale)
-                for sg in (a, b)]
-        assert acts[0] == acts[1]
+    assert sorted((o.builtin, o.version) for o in a.operators) == sorted((o.builtin, o.version) for o in b.operators)
+    acts = [sorted((t.dtype, t.scale, t.zero_point) for t in sg.tensors if t.data is None and t.scale) for sg in (a, b)]
+    assert acts[0] == acts[1]
     # every quantized constant with its parameters and bytes: weights, int32/int64 biases (a FC without
     # bias: qconvert writes a zero one, TensorFlow none)
     consts = [sorted((t.dtype, t.shape, t.scale, t.zero_point, t.quantized_dimension, t.data) for t in sg.tensors
@@ -158,6 +155,27 @@ def test_own_calibration_gives_tensorflows_weights() -> None:
     report = oracle.compare_ptq(ours, theirs, samples, model.inputs)
     assert report.weights == 4 and not report.weight_diffs and not report.scale_diffs, report
     assert report.within_1_fraction == 1.0, report
+
+
+def test_a_bias_that_overflows_int32_enlarges_the_one_scale_as_tensorflow_does() -> None:
+    """Tiny weights under large biases: TensorFlow's driver enlarges the per-tensor weight scale
+    until the largest bias fits (INT32_MAX / 2), conv and dense alike."""
+    rng = np.random.default_rng(0)
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [1, 6, 6, 4], name="input")
+        h = tf.nn.conv2d(x, rng.normal(0, 1e-6, (3, 3, 4, 8)).astype(np.float32), 1, "SAME") + \
+            np.array([50, -3, 0, 1, 2, 0.5, 80, 1], np.float32)
+        h = tf.reduce_mean(h, axis=[1, 2])
+        tf.identity(tf.matmul(h, rng.normal(0, 1e-7, (8, 5)).astype(np.float32)) +
+                    np.array([100, 1, 2, 3, 4], np.float32), name="out")
+    model = oracle.FloatGraph(g.as_graph_def().SerializeToString(), ["input"], ["out"], {"input": [1, 6, 6, 4]})
+    samples = _samples(model.shapes, n=8)
+    theirs = oracle.tf_ptq_convert(model, samples, per_tensor=True)
+    result = convert_graph(model.graph_def, inputs=model.inputs, outputs=model.outputs, calibration_data=samples,
+                           per_tensor_weights=True)
+    assert sum("would overflow int32" in n for n in result.notes) == 2
+    _assert_same(result.model, theirs, samples, model.inputs)
 
 
 @pytest.mark.parametrize("name", [n for n in PTQ_MODELS if n not in WITH_DEPTHWISE] + ["chain"])
@@ -203,7 +221,8 @@ def test_qat_per_channel_fakequant_is_refused_where_tensorflow_ignores_the_optio
     assert any(len(s) > 1 for _, s, _ in _weights(theirs))  # TensorFlow wrote per-channel weights anyway
     assert _weights(theirs) == _weights(oracle.tf_convert(m))
     with pytest.raises(ConversionError, match=r"^CONV_2D '.+': weight '.+' is quantized per channel by its "
-                                              r"FakeQuant .* drop --per-tensor-weights$"):
+                                              r"FakeQuant .* train with per-tensor weight FakeQuants .* drop "
+                                              r"--per-tensor-weights$"):
         convert_graph(m.graph_def, dict(m.input_ranges), inputs=m.inputs, outputs=m.outputs,
                       per_tensor_weights=True)
     pb, out = tmp_path / "m.pb", tmp_path / "m.tflite"
