@@ -264,3 +264,24 @@ def test_an_input_range_is_unused_with_a_note() -> None:
     graph_def, _, outputs, _ = _graph(_convnet)
     result = convert_graph(graph_def, {"input": (-1.0, 1.0)}, activations="float", outputs=outputs)
     assert any("--inputs-range input: not used; with --activations float" in n for n in result.notes)
+
+
+@pytest.mark.parametrize("weights,kind", [("int8", "dynamic-range"), ("float16", "float16")])
+def test_run_refuses_and_dump_and_check_say_which(tmp_path: Path, weights: str, kind: str) -> None:
+    """`qconvert run` refuses hybrid and float16 files in one line that names the kind; `dump` says what
+    runs them; the static rules of `check` fail both for TFLite Micro (its real run: 'Hybrid models are not
+    supported', DEQUANTIZE takes no float16)."""
+    from qconvert.errors import RunError
+    from qconvert.runtime.interpreter import IntegerModel
+    from qconvert.tools.dump import runtime_warnings
+    from qconvert.tools.targets import static_check
+
+    graph_def, _, outputs, _ = _graph(_convnet)
+    model = convert_graph(graph_def, activations="float", weights=weights, outputs=outputs).model
+    with pytest.raises(RunError, match=f"a {kind} file .*`qconvert run` executes integer kernels only") as err:
+        IntegerModel(model)
+    assert "\n" not in str(err.value)
+    warned = runtime_warnings(read_model(model).subgraphs[0])
+    assert any(w.startswith("dynamic range:" if weights == "int8" else "float16 weights:") for w in warned)
+    assert any(f.rule == ("hybrid" if weights == "int8" else "float16")
+               for f in static_check(read_model(model), "tflm"))
