@@ -168,6 +168,7 @@ def compare_files(ours: bytes, theirs: bytes) -> int:
         for a, b in zip(top.outputs, oop.outputs):
             assert _tensor_facts(o.subgraphs[0].tensors[b]) == _tensor_facts(t.subgraphs[0].tensors[a]), where
     assert {c.builtin: c.version for c in o.operator_codes} == {c.builtin: c.version for c in t.operator_codes}
+    assert o.metadata["min_runtime_version"] == t.metadata["min_runtime_version"]
     return consts
 
 
