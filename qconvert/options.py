@@ -386,13 +386,15 @@ class PrecisionOptions:
     """What is stored in how many bits, and what may stay float."""
 
     activations: str = option(
-        "int8", _choice(("int8", "int16")), calibrate=True,
+        "int8", _choice(("int8", "int16", "float")), calibrate=True,
         help="Float graphs with --calibration-data: int16 is TensorFlow's 16x8 mode (int16 activations, int8 "
-             "weights, int64 biases).")
+             "weights, int64 biases). float: no calibration, activations stay float32 (TensorFlow's dynamic range: "
+             "int8 weights of 1024 elements or more, hybrid ops; with --weights float16, float16 constants).")
     weights: str = option(
-        "int8", _choice(("int8", "int4")),
+        "int8", _choice(("int8", "int4", "float16")),
         help="Weights without FakeQuant (float graphs): int8, or int4 per channel for CONV_2D and FULLY_CONNECTED "
-             "(INT4 tensors, scale max|w|/7; activations stay int8).")
+             "(INT4 tensors, scale max|w|/7; activations stay int8), or float16 (with --activations float: every "
+             "float constant in float16 behind a DEQUANTIZE, TensorFlow's float16 quantization).")
     block_size: int | None = option(
         None, _choice(BLOCK_SIZES),
         help="With --weights int4: FULLY_CONNECTED weights in blocks of N inputs with FLOAT16 scales, activations "
@@ -419,8 +421,14 @@ class PrecisionOptions:
 
     @property
     def dynamic_range(self) -> bool:
-        """Activations stay float (blockwise weights): no ranges, no calibration, no int8 ops."""
-        return self.block_size is not None
+        """Activations stay float (--activations float, or blockwise weights): no ranges, no
+        calibration, no int8 activations."""
+        return self.block_size is not None or self.activations == "float"
+
+    @property
+    def dynamic_range_flag(self) -> str:
+        """The flag that made the activations float, for messages."""
+        return f"--block-size {self.block_size}" if self.block_size is not None else "--activations float"
 
 
 @dataclass(frozen=True)
@@ -558,6 +566,21 @@ def _check(o: ConvertOptions) -> None:
     if p.per_tensor_weights and p.weights == "int4":
         raise UsageError("--per-tensor-weights with --weights int4: 4-bit weights are per channel only (TensorFlow has "
                          "no per-tensor INT4 mode to match); use int8 weights with --per-tensor-weights")
+    if p.per_tensor_weights and p.activations == "float":
+        raise UsageError("--per-tensor-weights with --activations float: dynamic-range weights are per channel, as "
+                         "TensorFlow writes them (its hybrid kernels take them so); drop one of the two")
+    if p.weights == "float16" and p.activations != "float":
+        raise UsageError("--weights float16 keeps the activations float: give --activations float with it")
+    if p.activations == "float":
+        given = [f for f, on in (("--calibration-data", c.data is not None), ("--stats", bool(c.stats)),
+                                 ("--ranges-file", c.ranges_file is not None),
+                                 ("--default-ranges", p.default_ranges is not None)) if on]
+        if given:
+            raise UsageError(f"--activations float keeps activations float (dynamic range, no calibration): drop "
+                             f"{given[0]}, or drop --activations float for int8 activations")
+        if p.weights == "int4" and p.block_size is None:
+            raise UsageError("--activations float with --weights int4 is blockwise: give --block-size N "
+                             f"({', '.join(map(str, BLOCK_SIZES))})")
     if p.block_size is not None:
         bad = [t for t in o.targets if t not in BLOCKWISE_TARGETS]
         if bad:

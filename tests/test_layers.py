@@ -95,9 +95,9 @@ def test_each_stage_is_declared_in_its_package() -> None:
     """docs/architecture.md's package column says where a stage is: ``qconvert/<package>/stage.py``."""
     import importlib
 
-    from qconvert.converter.pipeline import BLOCKWISE_STAGES, STAGES
+    from qconvert.converter.pipeline import DYNAMIC_RANGE_STAGES, STAGES
 
-    for stage in (*STAGES, *BLOCKWISE_STAGES):
+    for stage in (*STAGES, *DYNAMIC_RANGE_STAGES):
         declared = vars(importlib.import_module(f"qconvert.{stage.package}.stage")).values()
         assert any(v is stage for v in declared), f"stage '{stage.name}' is not in qconvert/{stage.package}/stage.py"
 

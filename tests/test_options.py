@@ -79,6 +79,8 @@ def test_rules_between_options_are_usage_errors_from_the_api_too() -> None:
         ConvertOptions.of(save_stats="s.npz")
     with pytest.raises(UsageError, match="not both"):
         ConvertOptions.of(calibration_data="x.npz", stats=[str(EXAMPLE)])
+    with pytest.raises(UsageError, match="--per-tensor-weights with --activations float: dynamic-range weights"):
+        ConvertOptions.of(per_tensor_weights=True, activations="float")
     with pytest.raises(UsageError, match="unknown option 'calibration_dat'"):
         ConvertOptions.of(calibration_dat="x.npz")
 

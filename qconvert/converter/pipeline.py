@@ -26,15 +26,16 @@ from qconvert.ir.passes import Context, Stage
 from qconvert.legalize.stage import INPUTS, LEGALIZE
 from qconvert.options import ConvertOptions
 from qconvert.prepare.stage import PREPARE
-from qconvert.quantize_pass.stage import BLOCKWISE, QUANTIZE
+from qconvert.quantize_pass.stage import DYNAMIC_RANGE, QUANTIZE
 
 # each stage is declared, with its passes, in its package's stage.py
 STAGES: tuple[Stage, ...] = (INPUTS, LEGALIZE, FOLD, FUSE, CALIBRATE, PREPARE, QUANTIZE)
 
 STAGE_NAMES: tuple[str, ...] = ("import", *(s.name for s in STAGES))
 
-# --weights int4 --block-size N: dynamic range, activations float; the stages up to fuse, then blockwise
-BLOCKWISE_STAGES: tuple[Stage, ...] = (INPUTS, LEGALIZE, FOLD, FUSE, BLOCKWISE)
+# --activations float, --weights int4 --block-size N: dynamic range, activations float; the stages up to
+# fuse, then the weights alone
+DYNAMIC_RANGE_STAGES: tuple[Stage, ...] = (INPUTS, LEGALIZE, FOLD, FUSE, DYNAMIC_RANGE)
 
 
 def check_each_pass(debug: bool = False) -> bool:
@@ -58,7 +59,7 @@ def run(graph: Graph, options: ConvertOptions, calibration: Any = None, stop_bef
     each_pass = check_each_pass(debug)
     dump = (options.dump_after, dump_to or sys.stdout)
     _maybe_dump(graph, "import", dump)
-    for stage in (BLOCKWISE_STAGES if options.precision.dynamic_range else STAGES):
+    for stage in (DYNAMIC_RANGE_STAGES if options.precision.dynamic_range else STAGES):
         if stage.name == stop_before:
             break
         changed = False

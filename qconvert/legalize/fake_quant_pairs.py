@@ -163,9 +163,10 @@ def legalize_fake_quant(graph: Graph, ctx: Context) -> bool:
     if ctx.options.precision.dynamic_range:
         fq = next((n for n in graph if n.op in _VARIANTS), None)
         if fq is not None:
-            raise ConversionError(f"node '{fq.name}' ({fq.op}): --block-size quantizes the weights of float graphs "
+            flag = ctx.options.precision.dynamic_range_flag
+            raise ConversionError(f"node '{fq.name}' ({fq.op}): {flag} quantizes the weights of float graphs "
                                   f"(activations stay float); this graph was trained with FakeQuant: convert it "
-                                  f"without --block-size")
+                                  f"without {'--block-size' if ctx.options.precision.block_size else flag}")
     changed = concat_union_ranges(graph)
     constants = _constant_tensors(graph)
     if ctx.options.precision.activations == "int16" and not ctx.qat16:

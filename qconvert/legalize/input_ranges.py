@@ -54,7 +54,8 @@ def set_input_ranges(graph: Graph, ctx: Context) -> bool:
     ctx.qat16 = any(n.op in _FAKE_QUANTS and int(n.attrs.get("num_bits", 8)) == 16 for n in graph)
     if ctx.options.precision.dynamic_range:  # activations stay float
         for name in ranges:
-            ctx.note(f"--inputs-range {name or ''}: not used; with --block-size the activations stay float")
+            ctx.note(f"--inputs-range {name or ''}: not used; with {ctx.options.precision.dynamic_range_flag} "
+                     f"the activations stay float")
         return False
     calibrating = ctx.calibration is not None
     changed = False

@@ -21,10 +21,11 @@ from qconvert.ops.table import (
     OpRow,
     Rule,
     float_operands,
+    float_version,
     int8_version,
     requant,
     row,
 )
 
-__all__ = ["CLAMPS", "HARD_SWISH_GATE", "PRELU_GATE", "TABLE", "Form16", "Made", "OpRow", "Rule", "float_operands",
+__all__ = ["CLAMPS", "HARD_SWISH_GATE", "PRELU_GATE", "TABLE", "Form16", "Made", "OpRow", "Rule", "float_operands", "float_version",
            "int8_version", "requant", "row"]

@@ -222,6 +222,24 @@ def fully_connected_version(row: Any, ins: Inputs, out: Operand, options: Mappin
     return 5 if options.get("keep_num_dims") else row.int8_version
 
 
+# float forms (dynamic-range and float16 files): (options, operands given) -> version, TFLite's op_version rules
+def fully_connected_float_version(options: Mapping[str, Any], operands: Sequence[bool]) -> int:
+    """FULLY_CONNECTED float: version 1, 5 with keep_num_dims (measured on TF 2.21)."""
+    return 5 if options.get("keep_num_dims") else 1
+
+
+def depthwise_float_version(options: Mapping[str, Any], operands: Sequence[bool]) -> int:
+    """DEPTHWISE_CONV_2D float: version 1, 2 with a dilation."""
+    return 2 if options.get("dilation_h_factor", 1) != 1 or options.get("dilation_w_factor", 1) != 1 else 1
+
+
+def transpose_conv_float_version(options: Mapping[str, Any], operands: Sequence[bool]) -> int:
+    """TRANSPOSE_CONV float: version 1, 3 with a bias, 4 with a fused activation."""
+    if options.get("fused_activation_function", "NONE") not in (None, "NONE"):
+        return 4
+    return 3 if len(operands) > 3 and operands[3] else 1
+
+
 def mul_version(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> int:
     """MUL is version 3 when its rescale factor in1·in2/out is at least 1 (float32)."""
     a, b, o = (np.float32(t.s) for t in (_input(ins, 0), _input(ins, 1), out))

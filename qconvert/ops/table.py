@@ -78,6 +78,13 @@ class OpRow:
     int4_version: int | None = None  # the version with INT4 weights (None: the kernel takes none)
     int4_in_reference: bool = False  # LiteRT's reference kernels register that version (2.3: not DEPTHWISE v7)
     blockwise_weights: bool = False  # XNNPACK runs it on float inputs with blockwise int4 weights (--block-size)
+    # dynamic range (--activations float): (version, weight axis) of its hybrid form, float input and int8
+    # per-channel weights, as TF 2.21 writes it; None: its constants stay float
+    hybrid: tuple[int, int] | None = None
+    hybrid_options: tuple[tuple[str, Any], ...] = ()  # options TF sets on the hybrid form
+    float_drops_zero_bias: bool = False  # float and hybrid forms: TF writes no bias where it is all zeros
+    # the float form's version from its options and which operands are given (None: 1)
+    float_version: Callable[[Mapping[str, Any], Sequence[bool]], int] | None = None
     # 16x8 (--activations int16): fixed output parameters, options and version where they differ from int8
     fixed16: tuple[float, int] | None = None
     int16_options: tuple[tuple[str, Any], ...] = ()
@@ -130,21 +137,25 @@ def _row(name: str, rule: Rule, int8_version: int, **kw: Any) -> tuple[str, OpRo
 #   TANH     - activations.cc TanhPrepare / converter: scale 1/128, zero_point 0
 #   int16 (16x8): all three 1/32768, zero point 0 (measured on TF 2.21)
 TABLE: dict[str, OpRow] = dict([
-    _row("CONV_2D", Rule.WEIGHTED, 3, uint8=True, weight_axis=0, int4_version=7, int4_in_reference=True,
+    _row("CONV_2D", Rule.WEIGHTED, 3, uint8=True, weight_axis=0, int4_version=7, int4_in_reference=True, hybrid=(5, 0),
          fuses_activation=True, float_inputs=(0,), takes_same_padding=True,
          int16_options=(("quantized_bias_type", "INT64"),), symmetric_weights=True, absorbs_input_scale=True,
          kernel=fk.conv_2d, requant=r.convolution, version=r.conv_2d_version),
     # per_tensor16: TF 2.21's 16x8 quantizer fails on per-tensor depthwise weights ("Quantized dimension for
     # tensor property and quantization parameters do not match. Got 3 and 0"; measured)
     _row("DEPTHWISE_CONV_2D", Rule.WEIGHTED, 3, uint8=True, weight_axis=3, int4_version=7, fuses_activation=True,
+         hybrid=(6, 3), float_version=r.depthwise_float_version,
          float_inputs=(0,), takes_same_padding=True, per_tensor16=False,
          symmetric_weights=True, absorbs_input_scale=True, kernel=fk.depthwise_conv_2d, requant=r.convolution),
     # (output shape, weights [O, H, W, I], input, bias); no bias until a BiasAdd fuses into it
-    _row("TRANSPOSE_CONV", Rule.WEIGHTED, 2, weight_axis=0, fuses_activation=True, float_inputs=(2,),
+    _row("TRANSPOSE_CONV", Rule.WEIGHTED, 2, weight_axis=0, fuses_activation=True, float_inputs=(2,), hybrid=(2, 0),
+         float_version=r.transpose_conv_float_version,
          operand_slots=(2, 1, 3), fuses_activation_only_with_bias=True, symmetric_weights=True,
          int16_options=(("quantized_bias_type", "INT64"),), kernel=fk.transpose_conv, requant=r.convolution,
          version=r.transpose_conv_version),
     _row("FULLY_CONNECTED", Rule.WEIGHTED, 4, uint8=True, int4_version=10, int4_in_reference=True,
+         hybrid=(12, 0), hybrid_options=(("asymmetric_quantize_inputs", True),), float_drops_zero_bias=True,
+         float_version=r.fully_connected_float_version,
          blockwise_weights=True, int16_options=(("quantized_bias_type", "INT64"),), fuses_activation=True,
          float_inputs=(0,), absorbs_input_scale=True, kernel=fk.fully_connected, folds=True,
          requant=r.fully_connected, version=r.fully_connected_version),
@@ -284,6 +295,14 @@ def requant(op: str, inputs: Sequence[Operand | None], output: Operand, options:
                    pairs=[(int(a), int(b)) for a, b in parts.get("pairs", [])],
                    per_channel=bool(parts.get("per_channel", False)), table=parts.get("table"),
                    wide=parts.get("wide"))
+
+
+def float_version(op: str, options: Mapping[str, Any], operands: Sequence[bool] = ()) -> int:
+    """The version TensorFlow writes for the float form of ``op`` (float32 inputs and weights, as
+    in its dynamic-range and float16 files): 1 unless the row's ``float_version`` says otherwise.
+    ``operands``: whether each operand slot is given (an optional bias)."""
+    r_ = TABLE.get(op)
+    return r_.float_version(options, operands) if r_ is not None and r_.float_version is not None else 1
 
 
 def int8_version(op: str, operands: Callable[[], tuple[Sequence[Operand | None], Operand]],

@@ -39,6 +39,8 @@ def blockwise_scales_and_values(w: np.ndarray, block: int) -> tuple[np.ndarray, 
 
 def blockwise_weights(graph: Graph, ctx: Context) -> bool:
     block = ctx.options.precision.block_size
+    if block is None:
+        return False
     changed = False
     for node in graph:
         r = row(node.op)

@@ -1,5 +1,6 @@
-"""The stages this package holds: ``quantize`` (the int8 graph) and ``blockwise`` (``--weights
-int4 --block-size N``: in place of calibrate, prepare and quantize, weights only)."""
+"""The stages this package holds: ``quantize`` (the int8 graph) and ``dynamic-range``
+(``--activations float``, ``--weights int4 --block-size N``: in place of calibrate, prepare and
+quantize, weights only)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,12 @@ from qconvert.ir.passes import Stage
 from qconvert.quantize_pass.back_to_back import drop_back_to_back_fake_quant
 from qconvert.quantize_pass.blockwise import blockwise_weights
 from qconvert.quantize_pass.constants import quantize_constants
+from qconvert.quantize_pass.dynamic_range import (
+    drop_zero_bias,
+    float16_constants,
+    float_versions,
+    hybrid_weights,
+)
 from qconvert.quantize_pass.finalize import assign_versions, check_int8, int16_options, requant_records, tidy_names
 from qconvert.quantize_pass.fold_ops import (
     float_op_constants,
@@ -23,6 +30,7 @@ QUANTIZE = Stage("quantize", "quantize_pass", "DQ→op→Q ⇒ int8 op; int8/int
                   fold_requantize, fuse_quantized_activation, regroup_splits, quantize_io, rename_io, tidy_names,
                   check_int8, assign_versions, int16_options, requant_records))
 
-BLOCKWISE = Stage("blockwise", "quantize_pass", "--block-size: FULLY_CONNECTED weights int4 in blocks along "
-                  "the input dimension, FLOAT16 scales; activations float (dynamic range)",
-                  (blockwise_weights,))
+DYNAMIC_RANGE = Stage("dynamic-range", "quantize_pass", "activations float: --activations float (int8 weights of "
+                      "hybrid ops, or float16 constants), --block-size (FULLY_CONNECTED weights int4 in blocks "
+                      "along the input dimension, FLOAT16 scales)",
+                      (blockwise_weights, drop_zero_bias, hybrid_weights, float16_constants, float_versions))

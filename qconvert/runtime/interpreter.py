@@ -48,6 +48,27 @@ def _converts(op: Any) -> bool:
     return r is not None and r.rule is Rule.QUANT
 
 
+def float_kind(sg: Any) -> tuple[str, str] | None:
+    """("hybrid", what) for a dynamic-range file (an op with float32 activations and int8 constant
+    weights), ("float16", what) for float16 constants, None otherwise: the two float kinds of
+    files TensorFlow writes (``--activations float``), which `run` names when it refuses them."""
+    for k, op in enumerate(sg.operators):
+        r = row(op.builtin)
+        if r is None or r.hybrid is None:
+            continue
+        slots = r.operand_slots
+        if max(slots[0], slots[1]) >= len(op.inputs) or min(op.inputs[slots[0]], op.inputs[slots[1]]) < 0:
+            continue
+        x, w = sg.tensors[op.inputs[slots[0]]], sg.tensors[op.inputs[slots[1]]]
+        if x.dtype == "float32" and w.data is not None and w.dtype in ("int8", "int4") and w.blockwise is None:
+            return "hybrid", (f"operator {k} ({op.builtin} '{_show(sg.tensors[op.outputs[0]].name)}') is hybrid: "
+                              f"float32 activations, {w.dtype} weights '{_show(w.name)}'")
+    half = next((t for t in sg.tensors if t.dtype == "float16" and t.data is not None), None)
+    if half is not None:
+        return "float16", f"constant '{_show(half.name)}' is float16 (read through DEQUANTIZE)"
+    return None
+
+
 def _show(name: str) -> str:
     """A tensor name fit for a one-line message (a damaged file may hold any bytes)."""
     text = "".join(c if c.isprintable() else "?" for c in str(name))
@@ -88,6 +109,11 @@ class IntegerModel:
             raise RunError(f"tensor '{_show(block.name)}' has blockwise (sub-channel) quantization: `qconvert run` "
                            "executes int8 models with per-tensor or per-channel parameters; run this one in "
                            "LiteRT (XNNPACK)")
+        kind = float_kind(self.model.subgraphs[0])
+        if kind is not None:
+            raise RunError(f"a {'dynamic-range' if kind[0] == 'hybrid' else 'float16'} file ({kind[1]}): "
+                           f"`qconvert run` executes integer kernels only, and this file computes in float; "
+                           f"run it in LiteRT")
         raw = self.model.metadata.get(METADATA_NAME)
         ops = self.model.operators
         self.computed = raw is None  # no qconvert metadata: the parameters from the file's scales

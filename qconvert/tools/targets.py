@@ -200,6 +200,10 @@ RULES: tuple[Rule, ...] = (
        "fails", "float activations need float weights (no hybrid, dynamic-range kernels)",
        "tensorflow/lite/micro/kernels/conv_common.cc, depthwise_conv_common.cc (\"Hybrid models are not supported on "
        "TFLite Micro\"), fully_connected.cc Prepare", "quantize the activations too (a full-integer file)"),
+    _r(("tflm",), "float16", "tensor_dtype", {"dtypes": ("float16",)}, "fails",
+       "DEQUANTIZE takes int8, int16 and uint8 inputs: float16 constants (--weights float16) fail at allocation",
+       _MEASURED_TFLM + " (dequantize_common.cc: \"input->type == kTfLiteInt8 || ... kTfLiteUInt8 was not true\") "
+       "on TensorFlow 2.21's float16 file", "convert with int8 weights and activations for a microcontroller"),
     _r(("tflm",), "fc-int4-per-channel", "per_channel_weights", {"ops": ("FULLY_CONNECTED",), "weights": ("int4",)},
        "fails", "FULLY_CONNECTED takes INT4 weights only per tensor",
        _MEASURED_TFLM + "; tensorflow/lite/micro/kernels/fully_connected_common.cc CalculateOpDataFullyConnected "

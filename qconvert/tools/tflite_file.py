@@ -64,4 +64,13 @@ def runtime_warnings(sg: Any) -> list[str]:
         out.append(f"blockwise-quantized weights ({len(blocks)}, e.g. '{blocks[0].name}'): only LiteRT's XNNPACK "
                    f"delegate computes them (its reference kernels read the weights as zero; TFLite Micro rejects "
                    f"the file; Vela 5.2 crashes)")
+    from qconvert.runtime.interpreter import float_kind
+
+    kind = float_kind(sg)
+    if kind is not None and kind[0] == "hybrid":
+        out.append(f"dynamic range: {kind[1]}; LiteRT runs hybrid kernels (they quantize the activations at run "
+                   f"time), TFLite Micro and Vela have none")
+    elif kind is not None:
+        out.append(f"float16 weights: {kind[1]}; a float model (LiteRT, GPU delegates), not for TFLite Micro or "
+                   f"Vela")
     return out
