@@ -1,8 +1,7 @@
 """A custom op's options: the FlexBuffer map TensorFlow's converter writes, and back.
 
-TensorFlow 2.21 writes a custom op's attributes as one FlexBuffer map (flexbuffers'
-own builder sorts the keys and picks the widths); ``flatbuffers.flexbuffers`` builds
-the same bytes (checked byte for byte against TensorFlow's files in
+TensorFlow 2.21 writes a custom op's attributes as one FlexBuffer map (keys sorted,
+widths picked by flexbuffers' builder); ``flatbuffers.flexbuffers`` builds the same bytes (checked byte for byte against TensorFlow's files in
 ``tests/e2e/test_custom_ops.py``). Entries are ``(key, kind, value)`` with kind
 "int", "float", "bool" or "string".
 """
@@ -15,10 +14,12 @@ from flatbuffers import flexbuffers
 
 
 def encode(entries: Sequence[tuple[str, str, Any]]) -> bytes:
-    """The FlexBuffer map of ``entries``."""
+    """The FlexBuffer map of ``entries``. The keys are written in sorted order: TensorFlow's
+    attributes reach its builder sorted (MLIR keeps them so), and the key strings' order is
+    part of the bytes (the map's key vector is sorted either way)."""
     builder = flexbuffers.Builder()
     with builder.Map():
-        for key, kind, value in entries:
+        for key, kind, value in sorted(entries, key=lambda e: e[0]):
             if kind == "bool":
                 builder.Bool(key, bool(value))
             elif kind == "int":

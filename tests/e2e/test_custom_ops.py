@@ -65,12 +65,15 @@ def _operators(data: bytes) -> list[tuple]:
             return (_TYPES.get(int(t.type), t.type), tuple(int(d) for d in (t.shape if t.shape is not None else ())),
                     () if q is None or q.scale is None else tuple(np.asarray(q.scale, np.float32).tolist()),
                     () if q is None or q.zeroPoint is None else tuple(np.asarray(q.zeroPoint).tolist()),
-                    None if buf is None or t.type not in (0, 9) else np.asarray(buf, np.uint8).tobytes())
+                    None if buf is None or t.type not in (0, 2, 9) else np.asarray(buf, np.uint8).tobytes())
         custom = None if op.customOptions is None else np.asarray(op.customOptions, np.uint8).tobytes()
         if custom is not None:
             assert op.customOptionsFormat == schema.CustomOptionsFormat.FLEXBUFFERS
-        out.append((names[k], m.operatorCodes[op.opcodeIndex].version, custom,
-                    tuple(operand(i) for i in op.inputs if i >= 0), tuple(operand(i) for i in op.outputs)))
+        ins = [operand(i) for i in op.inputs if i >= 0]
+        if names[k] == "RESHAPE":  # the new shape: TF keeps the graph's -1, qconvert writes the size (known)
+            ins[1] = ins[1][:4] + (None,)
+        out.append((names[k], m.operatorCodes[op.opcodeIndex].version, custom, tuple(ins),
+                    tuple(operand(i) for i in op.outputs)))
     return out
 
 
