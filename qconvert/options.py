@@ -418,6 +418,11 @@ class PrecisionOptions:
     allow_float: bool = option(
         False, _flag(),
         help="Leave ops that cannot be quantized in float (DEQUANTIZE/QUANTIZE around them) instead of failing.")
+    allow_custom_ops: bool = option(
+        False, _flag(),
+        help="Write ops qconvert does not know (e.g. TFLite_Detection_PostProcess) as TFLite CUSTOM ops: custom code "
+             "= the TF op name, options = the node's attributes as a FlexBuffer map; the op runs in float32 "
+             "(DEQUANTIZE before it, QUANTIZE after it where a FakeQuant follows), as TensorFlow writes it.")
 
     @property
     def dynamic_range(self) -> bool:

@@ -66,7 +66,7 @@ def run_conversion(model: bytes | str | os.PathLike, options: ConvertOptions, pr
     ``stop_before``: end before that stage (``Result.model`` is then empty)."""
     with _no_cyclic_gc():
         nodes, inputs, outputs = read_nodes(model, options.inputs, options.outputs)
-        graph = import_graph(nodes, inputs, outputs, options.input_shapes)
+        graph = import_graph(nodes, inputs, outputs, options.input_shapes, options.precision.allow_custom_ops)
         calibration = _calibration(graph, options, progress)
         graph, ctx = run(graph, options, calibration, stop_before=stop_before, dump_to=dump_to, debug=debug)
         recorded = calibration.recorded if calibration is not None else None

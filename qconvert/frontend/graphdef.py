@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -312,6 +312,7 @@ class RawNode:
     inputs: list[str]  # as in the NodeDef, e.g. "conv/weights", "split:1", "^ctrl_dep"
     attrs: dict[str, Any]
     device: str = ""
+    kinds: dict[str, str] = field(default_factory=dict)  # each attr's AttrValue kind ("i", "f", "type", ...)
 
 
 def dtype_name(enum_value: int) -> str:
@@ -566,7 +567,8 @@ def _decode_node(nd: Any, index: int, source: str, name: str | None = None,
             attrs[key] = _attr_value(value, contents.get(key) if contents else None)
         except ValueError as e:
             raise ConversionError(f"{source}: node '{name}' ({op}) attr '{key}': {e}") from None
-    return RawNode(name, op, list(nd.input) if inputs is None else inputs, attrs, nd.device)
+    kinds = {key: value.WhichOneof("value") or "" for key, value in nd.attr.items()}
+    return RawNode(name, op, list(nd.input) if inputs is None else inputs, attrs, nd.device, kinds)
 
 
 def _decode(graph: Any, source: str, buffer: memoryview | None = None,

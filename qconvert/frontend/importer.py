@@ -16,6 +16,7 @@ import numpy as np
 
 from qconvert.errors import ConversionError, UsageError
 from qconvert.frontend.const_eval import CONST_EVAL, CONST_ONLY, evaluate, shape_of
+from qconvert.frontend.custom import add_custom, custom_ports
 from qconvert.frontend.graphdef import RawNode
 from qconvert.frontend.tf_ops import (
     MULTI_OUTPUT,
@@ -65,10 +66,12 @@ def import_graph(
     inputs: Sequence[str] | None = None,
     outputs: Sequence[str] | None = None,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
+    allow_custom_ops: bool = False,
 ) -> Graph:
     """The IR graph of ``nodes`` from ``inputs`` to ``outputs``, in four steps: validate what
     the user named, reach back from the outputs to the nodes they need, refuse what cannot be
-    converted, add the rest in topological order."""
+    converted, add the rest in topological order. ``allow_custom_ops``: an op neither table
+    knows becomes a CUSTOM node (``custom.py``) instead of an error."""
     # validate
     by_name = _by_name(nodes)
     out_refs = _output_refs(nodes, by_name, outputs)
@@ -78,15 +81,20 @@ def import_graph(
     input_set = {i for i in inputs or [] if tensor_name(i) not in cut}
     needed = _reach(out_refs, by_name, input_set, cut)
     # refuse
-    _refuse(needed, by_name)
+    _refuse(needed, by_name, allow_custom_ops)
     # add
     order = _topological(needed, by_name, input_set, cut)
     shapes = {tensor_name(k): tuple(int(d) for d in v) for k, v in (input_shapes or {}).items()}
     graph = Graph()
     _add_cut_inputs(graph, inputs or [], cut, by_name, shapes)
     alias: dict[str, str] = {}
+    ports = custom_ports(nodes, out_refs) if allow_custom_ops else {}
     for name in order:
-        _add_node(graph, by_name[name], alias, input_set, shapes)
+        raw = by_name[name]
+        if allow_custom_ops and is_unknown(raw.op) and name not in input_set:
+            add_custom(graph, raw, _data_inputs(graph, raw, alias), ports.get(name, 1))
+            continue
+        _add_node(graph, raw, alias, input_set, shapes)
     _set_outputs(graph, out_refs, alias)
     return graph
 
@@ -179,9 +187,10 @@ def _reach(out_refs: Sequence[str], by_name: Mapping[str, RawNode], input_set: s
 
 # --- refuse: ops qconvert does not read, named before any work -------------------------
 
-def _refuse(needed: Sequence[str], by_name: Mapping[str, RawNode]) -> None:
-    """A TF1 while loop, or an op neither the TF op table nor constant evaluation knows."""
-    unknown = sorted({by_name[n].op for n in needed if by_name[n].op not in TF_OPS and by_name[n].op not in CONST_ONLY})
+def _refuse(needed: Sequence[str], by_name: Mapping[str, RawNode], allow_custom_ops: bool = False) -> None:
+    """A TF1 while loop, or an op neither the TF op table nor constant evaluation knows (unless
+    ``allow_custom_ops``: it becomes a custom op)."""
+    unknown = sorted({by_name[n].op for n in needed if is_unknown(by_name[n].op)})
     loop = sorted(set(unknown) & _CONTROL_FLOW)
     if loop:
         where = [n for n in needed if by_name[n].op in _CONTROL_FLOW]
@@ -190,13 +199,15 @@ def _refuse(needed: Sequence[str], by_name: Mapping[str, RawNode]) -> None:
             f"become an int8 TFLite graph, and TensorFlow's converter refuses it too; export the recurrent "
             f"layer unrolled (Keras: unroll=True), or cut the graph before it with --outputs"
         )
-    if unknown:
+    if unknown and not allow_custom_ops:
         where = ", ".join(
             f"'{n}' ({by_name[n].op})" for n in needed if by_name[n].op in unknown
         )
         raise ConversionError(
             f"unsupported op{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} at node{'s' if len(where.split(',')) > 1 else ''} "
-            f"{_shorten(where)}; supported ops: {supported_ops()}"
+            f"{_shorten(where)}; convert with --allow-custom-ops to write {'them' if len(unknown) > 1 else 'it'} "
+            f"as a TFLite custom op (for a runtime that registers it), or cut the graph before it with --outputs; "
+            f"supported ops: {supported_ops()}"
         )
 
 
@@ -310,6 +321,11 @@ def _set_outputs(graph: Graph, out_refs: Sequence[str], alias: Mapping[str, str]
             raise ConversionError(f"output '{o}' is a constant; name a computed node with --outputs")
     if not graph.inputs:
         raise ConversionError("the graph has no Placeholder input on the path to its outputs")
+
+
+def is_unknown(op: str) -> bool:
+    """Neither the TF op table nor constant evaluation knows the op."""
+    return op not in TF_OPS and op not in CONST_ONLY
 
 
 def _shorten(text: str, limit: int = 300) -> str:

@@ -13,6 +13,7 @@ so the runtime can use the table without the converter's IR.
 
 from qconvert.ops.table import (
     CLAMPS,
+    CUSTOM,
     HARD_SWISH_GATE,
     PRELU_GATE,
     Form16,
@@ -23,9 +24,10 @@ from qconvert.ops.table import (
     float_operands,
     float_version,
     int8_version,
+    is_custom,
     requant,
     row,
 )
 
-__all__ = ["CLAMPS", "HARD_SWISH_GATE", "PRELU_GATE", "TABLE", "Form16", "Made", "OpRow", "Rule", "float_operands", "float_version",
-           "int8_version", "requant", "row"]
+__all__ = ["CLAMPS", "CUSTOM", "HARD_SWISH_GATE", "PRELU_GATE", "TABLE", "Form16", "Made", "OpRow", "Rule",
+           "float_operands", "float_version", "int8_version", "is_custom", "requant", "row"]

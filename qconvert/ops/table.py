@@ -254,6 +254,16 @@ HARD_SWISH_GATE = TABLE["RELU6"].activation
 PRELU_GATE = TABLE["RELU"].activation
 
 
+# A TFLite custom op (--allow-custom-ops): no row; it stays float32 between DEQUANTIZE and QUANTIZE,
+# as TensorFlow writes it, and its node's attrs hold custom_code and custom_options.
+CUSTOM = "CUSTOM"
+
+
+def is_custom(op: str) -> bool:
+    """``op`` is a TFLite custom op (its custom code names it), which no row describes."""
+    return op == CUSTOM
+
+
 def row(op: str) -> OpRow | None:
     """The row of ``op``, or None for an op qconvert does not know."""
     return TABLE.get(op)

@@ -15,7 +15,7 @@ from qconvert.errors import ConversionError
 from qconvert.ir import Graph, Node
 from qconvert.ir.passes import Context
 from qconvert.ir.qdq import is_dequantize, is_quantize, params_in
-from qconvert.ops import Rule, row
+from qconvert.ops import Rule, is_custom, row
 
 
 def check_quantizable(graph: Graph, ctx: Context) -> bool:
@@ -24,6 +24,9 @@ def check_quantizable(graph: Graph, ctx: Context) -> bool:
     culprits: list[Node] = []
     for node in graph.nodes:
         r = row(node.op)
+        if is_custom(node.op):
+            _custom_stays_float(ctx, node)
+            continue
         if r is None:
             problems.append(f"node '{node.name}' has op {node.op}, which cannot be quantized")
             continue
@@ -72,6 +75,15 @@ def check_quantizable(graph: Graph, ctx: Context) -> bool:
         more = f" ({len(problems)} problems)" if len(problems) > 1 else ""
         raise ConversionError("cannot quantize fully" + more + ": " + "; ".join(problems))
     return False
+
+
+def _custom_stays_float(ctx: Context, node: Node) -> None:
+    """A custom op (--allow-custom-ops) runs in float32: it reads DEQUANTIZE outputs or float
+    constants and its float results go to QUANTIZE, to another float op or out of the model."""
+    if node not in ctx.float_ops:
+        ctx.float_ops.add(node)
+        ctx.note(f"custom op {node.attrs['custom_code']} '{node.name}' stays float32 (--allow-custom-ops): "
+                 f"DEQUANTIZE before it, float32 results")
 
 
 def _leave_float(ctx: Context, culprits: list[Node], problems: list[str]) -> bool:

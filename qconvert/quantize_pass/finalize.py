@@ -79,11 +79,20 @@ def tidy_names(graph: Graph, ctx: Context) -> bool:
     return bool(mapping)
 
 
+def _borders_float(graph: Graph, ctx: Context, n: Node) -> bool:
+    """A DEQUANTIZE into float ops only, or a QUANTIZE of a float op's result (a custom op's)."""
+    if is_dequantize(n):
+        readers = graph.consumers(n.outputs[0])
+        return bool(readers) and all(r in ctx.float_ops for r in readers)
+    return is_quantize(n) and graph.producer(n.inputs[0]) in ctx.float_ops
+
+
 def check_int8(graph: Graph, ctx: Context) -> bool:
     floats = [
         f"{n.op} '{n.name}' tensor '{t}'"
         for n in graph.nodes
-        if not (ctx.allow_float and (n in ctx.float_ops or is_quantize(n) or is_dequantize(n)))
+        if not (n in ctx.float_ops or ctx.allow_float and (is_quantize(n) or is_dequantize(n))
+                or _borders_float(graph, ctx, n))
         for t in n.inputs + n.outputs
         if graph.tensors[t].dtype == "float32"
     ]

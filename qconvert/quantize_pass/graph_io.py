@@ -21,7 +21,7 @@ def quantize_io(graph: Graph, ctx: Context) -> bool:
     for name in graph.inputs:
         qs = [n for n in graph.consumers(name) if is_quantize(n)]
         others = [n for n in graph.consumers(name) if not is_quantize(n)]
-        if ctx.allow_float and (not qs or others):
+        if (ctx.allow_float or any(n in ctx.float_ops for n in others)) and (not qs or others):
             new_inputs.append(name)  # a float op reads it: the input stays float
             continue
         if not qs or others:
@@ -38,8 +38,8 @@ def quantize_io(graph: Graph, ctx: Context) -> bool:
         if graph.tensors[name].dtype in ("int32", "int64"):  # ARG_MAX's index: an output as it is
             outs.append(name)
             continue
-        if ctx.allow_float and not is_dequantize(dq):
-            outs.append(name)  # produced by a float op: the output stays float
+        if (ctx.allow_float or dq in ctx.float_ops) and not is_dequantize(dq):
+            outs.append(name)  # produced by a float op (a custom op's results): the output stays float
             continue
         if not is_dequantize(dq):
             raise ConversionError(f"output '{name}' is not quantized; add a FakeQuant before it")

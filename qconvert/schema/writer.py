@@ -43,6 +43,7 @@ from qconvert.schema.codes import (  # noqa: F401  (the names tests and tools kn
     enum_name,
     snake_to_camel,
 )
+from qconvert.schema import flexbuffer
 from qconvert.schema.int4 import pack_int4
 
 SCHEMA_VERSION = 3  # TFLITE_SCHEMA_VERSION
@@ -489,7 +490,7 @@ def _tensor_order(graph: Graph) -> list[str]:
 
 def _check_references(graph: Graph) -> None:
     for node in graph.nodes:
-        if node.op not in BUILTIN_CODES or node.op in _NOT_WRITABLE:
+        if node.op not in BUILTIN_CODES or node.op in _NOT_WRITABLE and not _custom_code(node):
             raise ValueError(f"node '{node.name}': '{node.op}' is not a TFLite builtin operator")
         for name in (*node.inputs, *node.outputs):
             if name and name not in graph.tensors:
@@ -525,19 +526,34 @@ def _tensors(graph: Graph, buffers: list[schema.BufferT]) -> tuple[list[Any], di
     return tensors, index
 
 
-def _operator_codes(graph: Graph) -> dict[str, int]:
-    """Builtin → the highest version among its nodes, in first-use order (one code per builtin)."""
-    codes: dict[str, int] = {}
+def _custom_code(node: Node) -> str | None:
+    """A custom op's custom code (CUSTOM nodes carry it in ``attrs``), else None."""
+    code = node.attrs.get("custom_code")
+    return str(code) if code else None
+
+
+def _code_key(node: Node) -> tuple[str, str | None]:
+    return node.op, _custom_code(node)
+
+
+def _operator_codes(graph: Graph) -> dict[tuple[str, str | None], int]:
+    """(builtin, custom code) → the highest version among its nodes, in first-use order (one code
+    per builtin, one per custom code)."""
+    codes: dict[tuple[str, str | None], int] = {}
     for node in graph.nodes:
-        codes[node.op] = max(codes.get(node.op, 0), int(node.version))
+        key = _code_key(node)
+        codes[key] = max(codes.get(key, 0), int(node.version))
     return codes
 
 
-def _operator_code(op: str, version: int) -> schema.OperatorCodeT:
+def _operator_code(key: tuple[str, str | None], version: int) -> schema.OperatorCodeT:
+    op, custom = key
     oc = schema.OperatorCodeT()
     oc.builtinCode = BUILTIN_CODES[op]
     oc.deprecatedBuiltinCode = min(oc.builtinCode, _PLACEHOLDER_FOR_GREATER_OP_CODES)
     oc.version = version
+    if custom is not None:
+        oc.customCode = custom
     return oc
 
 
@@ -546,6 +562,10 @@ def _operator(node: Node, opcode_index: int, index: dict[str, int]) -> schema.Op
     fo.opcodeIndex = opcode_index
     fo.inputs = np.array([index[i] if i else -1 for i in node.inputs], dtype="<i4")
     fo.outputs = np.array([index[o] for o in node.outputs], dtype="<i4")
+    if _custom_code(node) is not None:
+        fo.customOptions = np.frombuffer(flexbuffer.encode(node.attrs.get("custom_options", ())), np.uint8)
+        fo.customOptionsFormat = schema.CustomOptionsFormat.FLEXBUFFERS
+        return fo
     options = _operator_options(node)
     if options is not None:
         union, code, table = options
@@ -557,10 +577,10 @@ def _operator(node: Node, opcode_index: int, index: dict[str, int]) -> schema.Op
 
 
 def _metadata(
-    graph: Graph, codes: dict[str, int], buffers: list[schema.BufferT]
+    graph: Graph, codes: dict[tuple[str, str | None], int], buffers: list[schema.BufferT]
 ) -> list[schema.MetadataT]:
     """The graph's entries, then min_runtime_version (16 bytes, zero-padded), as TensorFlow."""
-    runtime = min_runtime_version(list(codes.items())).encode("ascii")
+    runtime = min_runtime_version([(op, v) for (op, _), v in codes.items()]).encode("ascii")
     if len(runtime) >= _RUNTIME_VERSION_BYTES:  # as TensorFlow: too long → left as zeros
         runtime = b""
     runtime = runtime.ljust(_RUNTIME_VERSION_BYTES, b"\0")
@@ -582,19 +602,19 @@ def write_model(graph: Graph, description: str = "qconvert") -> bytes:
     buffers: list[schema.BufferT] = [_buffer(None)]  # buffer 0: the empty sentinel
     tensors, index = _tensors(graph, buffers)
     codes = _operator_codes(graph)
-    opcode_index = {op: i for i, op in enumerate(codes)}
+    opcode_index = {key: i for i, key in enumerate(codes)}
 
     subgraph = schema.SubGraphT()
     subgraph.name = SUBGRAPH_NAME
     subgraph.tensors = tensors
     subgraph.inputs = np.array([index[n] for n in graph.inputs], dtype="<i4")
     subgraph.outputs = np.array([index[n] for n in graph.outputs], dtype="<i4")
-    subgraph.operators = [_operator(n, opcode_index[n.op], index) for n in graph.nodes]
+    subgraph.operators = [_operator(n, opcode_index[_code_key(n)], index) for n in graph.nodes]
 
     model = schema.ModelT()
     model.version = SCHEMA_VERSION
     model.description = description
-    model.operatorCodes = [_operator_code(op, version) for op, version in codes.items()]
+    model.operatorCodes = [_operator_code(key, version) for key, version in codes.items()]
     model.subgraphs = [subgraph]
     model.metadata = _metadata(graph, codes, buffers)
     model.buffers = buffers

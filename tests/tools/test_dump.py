@@ -427,3 +427,18 @@ def test_runtime_warnings_for_int4_and_blockwise_files(tmp_path: Path, capsys) -
     assert wtype == "tensor<2x64x!quant.uniform<i4:f32:{1:32}, {{0.5,0.25},{1.0,2.0}}>>"
     text = dump(capsys, str(block_path))
     assert "!! blockwise-quantized weights" in text
+
+
+def test_custom_options_are_decoded_from_flexbuffer() -> None:
+    """A custom op's FlexBuffer options (TensorFlow's format) are shown decoded, text and JSON."""
+    from qconvert.tools.dump.render import _custom_text
+
+    from tests.schema.test_flexbuffer import _TF_SSD
+    from qconvert.tools.dump.describe import _decoded
+
+    decoded = _decoded(_TF_SSD)
+    assert decoded["max_detections"] == 10 and decoded["use_regular_nms"] is False
+    text = _custom_text(_TF_SSD.hex(), decoded)
+    assert text.startswith(f"custom_options={len(_TF_SSD)}B flexbuffer{{detections_per_class=100, ")
+    assert "nms_iou_threshold=0.6," in text
+    assert _custom_text("0102", _decoded(b"\x01\x02")) .startswith("custom_options=2B:0102")

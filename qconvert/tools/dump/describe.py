@@ -6,7 +6,8 @@ Reading a file costs the reader and numpy; the op table is imported only where i
 qconvert's requantization records; INT4 tensors).
 
 May import: ``qconvert.tools.tflite_file``, ``qconvert.tools.jsonable``, the dump's ``mlir``
-and ``requant`` modules, ``qconvert.schema.requant_metadata``, numpy.
+and ``requant`` modules, ``qconvert.schema.requant_metadata``, ``qconvert.schema.flexbuffer`` (custom
+options), numpy.
 """
 
 from __future__ import annotations
@@ -126,6 +127,7 @@ def _subgraph(s: int, sg: Any, selected: set[str], records: dict[tuple[int, int]
                         "inputs": list(op.inputs), "outputs": list(op.outputs),
                         "options_type": op.options_type, "options": jsonable(op.options),
                         "custom_options": op.custom_options.hex() if op.custom_options is not None else None,
+                        "custom_options_decoded": _decoded(op.custom_options),
                         "requant": requant,
                         "requant_ok": None if requant is None else not requant["problems"]})
     entry: dict[str, Any] = {"index": s, "name": sg.name, "inputs": list(sg.inputs), "outputs": list(sg.outputs)}
@@ -229,3 +231,12 @@ def _tensor_values(model: Any, key: str) -> dict[str, Any]:
         counts, edges = np.histogram(kept, bins=bins)
         entry["histogram"] = {"edges": [float(e) for e in edges], "counts": [int(c) for c in counts]}
     return entry
+
+
+def _decoded(options: bytes | None) -> Any:
+    """A custom op's options decoded from FlexBuffer (TensorFlow's format), or None: JSON-ready."""
+    if options is None:
+        return None
+    from qconvert.schema.flexbuffer import decode
+
+    return jsonable(decode(options))

@@ -80,7 +80,7 @@ def _subgraph_lines(sg: dict[str, Any]) -> list[str]:
             ins = ",".join(str(k) if k >= 0 else "-" for k in op["inputs"])
             outs = ",".join(str(k) for k in op["outputs"])
             rows.append([str(op["index"]), name, f"v{op['version']}", f"{ins} -> {outs}",
-                         " ".join(x for x in (_options_text(op["options"]), _custom_text(op["custom_options"])) if x)])
+                         " ".join(x for x in (_options_text(op["options"]), _custom_text(op["custom_options"], op.get("custom_options_decoded"))) if x)])
             if op["requant"] is not None:
                 extra[len(rows) - 1] = _requant_text(op["requant"])
         if rows:
@@ -205,11 +205,17 @@ def _value_text(v: Any, limit: int = 8) -> str:
     return str(v)
 
 
-def _custom_text(hexed: str | None) -> str:
+def _custom_text(hexed: str | None, decoded: Any = None) -> str:
     if hexed is None:
         return ""
     n = len(hexed) // 2
+    if isinstance(decoded, dict):  # a FlexBuffer map, as TensorFlow writes a custom op's attributes
+        return f"custom_options={n}B flexbuffer{{" + ", ".join(f"{k}={_short(v)}" for k, v in decoded.items()) + "}"
     return f"custom_options={n}B:{hexed[:32]}{'...' if n > 16 else ''}"
+
+
+def _short(value: Any) -> str:
+    return f"{value:.7g}" if isinstance(value, float) else str(value)
 
 
 def _pairs_text(mults: list[int], shifts: list[int]) -> str:

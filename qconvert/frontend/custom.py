@@ -1,0 +1,75 @@
+"""Ops neither table knows, as TFLite custom ops (``--allow-custom-ops``).
+
+    x ──▶ TFLite_Detection_PostProcess (a NodeDef TensorFlow cannot run) ──▶ y, y:1, y:2, y:3
+  ⇒ x ──▶ CUSTOM {custom_code: "TFLite_Detection_PostProcess", custom_options: the attributes} ──▶ …
+
+What TensorFlow 2.21's converter writes, measured (``tests/e2e/test_custom_ops.py``): the custom
+code is the TF op name; the options are a FlexBuffer map of the node's attributes whose names do
+not start with ``_`` (keys sorted), ints as Int, floats as Float, bools as Bool, strings as String,
+a ``type`` attribute as the TFLite TensorType number (float32 = 0); every output is float32 with
+an empty shape (its shape is unknown to the converter). The writer encodes the map
+(``qconvert.schema``); here the node keeps it as ``(key, kind, value)`` triples.
+
+The outputs are ``name``, ``name:1``, ... up to the highest port any node or ``--outputs`` reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from qconvert.errors import ConversionError
+from qconvert.frontend.graphdef import RawNode
+from qconvert.ir import Graph, Node, Tensor
+from qconvert.ops import CUSTOM
+
+# TFLite's TensorType numbers (schema.fbs), which TensorFlow writes for a `type` attribute.
+_TENSOR_TYPES = {"float32": 0, "float16": 1, "int32": 2, "uint8": 3, "int64": 4, "string": 5, "bool": 6,
+                 "int16": 7, "complex64": 8, "int8": 9, "float64": 10, "complex128": 11, "uint64": 12,
+                 "uint32": 15, "uint16": 16}
+
+_KINDS = {"i": "int", "f": "float", "b": "bool", "s": "string"}
+
+
+def custom_ports(nodes: Sequence[RawNode], out_refs: Sequence[str]) -> dict[str, int]:
+    """How many outputs each node has, as far as the graph shows: the highest port read, plus one."""
+    ports: dict[str, int] = {}
+    refs = [r for n in nodes for r in n.inputs if not r.startswith("^")] + list(out_refs)
+    for ref in refs:
+        name, _, port = ref.rpartition(":")
+        if name and port.isdigit():
+            ports[name] = max(ports.get(name, 1), int(port) + 1)
+    return ports
+
+
+def custom_options(raw: RawNode) -> tuple[tuple[str, str, object], ...]:
+    """The attributes TensorFlow writes into the custom options, as (key, kind, value), sorted by key."""
+    entries = []
+    for key in sorted(raw.attrs):
+        if key.startswith("_"):
+            continue
+        kind, value = raw.kinds.get(key, ""), raw.attrs[key]
+        if kind in _KINDS and not (kind == "s" and isinstance(value, bytes)):
+            entries.append((key, _KINDS[kind], value))
+        elif kind == "type" and value in _TENSOR_TYPES:
+            entries.append((key, "int", _TENSOR_TYPES[value]))
+        elif kind:
+            raise ConversionError(
+                f"node '{raw.name}' ({raw.op}): attribute '{key}' is a {kind if kind != 's' else 'non-UTF-8 string'} "
+                f"{'' if kind != 'type' else f'({value}) '}, which qconvert cannot write into a custom op's "
+                f"options yet (it writes int, float, bool, string and type attributes)")
+    return tuple(entries)
+
+
+def add_custom(graph: Graph, raw: RawNode, data_inputs: list[str], n_outputs: int) -> None:
+    """The CUSTOM node for ``raw``: float32 outputs of unknown (empty) shape."""
+    for name in data_inputs:
+        if graph.tensors[name].dtype != "float32":
+            raise ConversionError(
+                f"node '{raw.name}' ({raw.op}) reads '{name}' of dtype {graph.tensors[name].dtype}; "
+                f"custom ops on float32 tensors only")
+    outputs = [raw.name if k == 0 else f"{raw.name}:{k}" for k in range(n_outputs)]
+    for out in outputs:
+        graph.add_tensor(Tensor(out, "float32", ()))
+    attrs = {"custom_code": raw.op, "custom_options": custom_options(raw)}
+    graph.add_node(Node(CUSTOM, data_inputs, outputs, attrs, name=raw.name))
+

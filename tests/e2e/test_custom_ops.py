@@ -1,0 +1,158 @@
+"""``--allow-custom-ops`` against TensorFlow 2.21's converter (``allow_custom_ops=True``).
+
+The SSD detector as ``export_tflite_ssd_graph`` lays it out (``tests/fixtures/ssd.py``) and a
+general unknown op with attributes of every kind TensorFlow writes. Compared with TensorFlow's
+int8 file: operators with versions, custom codes and custom-options bytes; every operand's type,
+shape, scales, zero points and constant bytes; graph I/O; the four float32 outputs of
+TFLite_Detection_PostProcess in LiteRT (REF resolver; the custom op is LiteRT's own kernel),
+element for element.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from qconvert import api
+from qconvert.errors import ConversionError
+
+tf = pytest.importorskip("tensorflow", reason="TensorFlow builds the graphs and is the oracle")
+
+from tests.fixtures import oracle, ssd  # noqa: E402
+
+_TYPES = {0: "float32", 2: "int32", 3: "uint8", 9: "int8"}
+
+
+def _tf_convert(model: ssd.CorpusModel, custom_opdef: str | None = None) -> bytes:
+    if custom_opdef is not None:
+        from tensorflow.lite.python.convert import register_custom_opdefs
+
+        register_custom_opdefs([custom_opdef])
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "g.pb")
+        with open(path, "wb") as f:
+            f.write(model.graph_def)
+        conv = tf.compat.v1.lite.TFLiteConverter.from_frozen_graph(path, model.inputs, model.outputs, model.shapes)
+        conv.inference_type = tf.int8
+        conv.allow_custom_ops = True
+        conv.quantized_input_stats = {n: oracle.input_stats(*model.input_ranges[n]) for n in model.inputs}
+        return conv.convert()
+
+
+def _ours(model: ssd.CorpusModel, **keys: object) -> bytes:
+    return api.convert_bytes(model.graph_def, input_ranges=dict(model.input_ranges), input_shapes=model.shapes,
+                             inputs=model.inputs, outputs=model.outputs, allow_custom_ops=True, **keys)
+
+
+def _operators(data: bytes) -> list[tuple]:
+    """Each operator as (name, version, custom options, operands): every operand's type, shape,
+    scales, zero points and constant bytes; tensor names left out (they differ)."""
+    from ai_edge_litert import schema_py_generated as schema
+
+    m = oracle._model_t(data)
+    sg = m.subgraphs[0]
+    names = oracle.op_names(data)
+    out = []
+    for k, op in enumerate(sg.operators):
+        def operand(i: int) -> tuple:
+            t = sg.tensors[i]
+            q = t.quantization
+            buf = m.buffers[t.buffer].data
+            return (_TYPES.get(int(t.type), t.type), tuple(int(d) for d in (t.shape if t.shape is not None else ())),
+                    () if q is None or q.scale is None else tuple(np.asarray(q.scale, np.float32).tolist()),
+                    () if q is None or q.zeroPoint is None else tuple(np.asarray(q.zeroPoint).tolist()),
+                    None if buf is None or t.type not in (0, 2, 9) else np.asarray(buf, np.uint8).tobytes())
+        custom = None if op.customOptions is None else np.asarray(op.customOptions, np.uint8).tobytes()
+        if custom is not None:
+            assert op.customOptionsFormat == schema.CustomOptionsFormat.FLEXBUFFERS
+        ins = [operand(i) for i in op.inputs if i >= 0]
+        if names[k] == "RESHAPE":  # the new shape: TF keeps the graph's -1, qconvert writes the size (known)
+            ins[1] = ins[1][:4] + (None,)
+        out.append((names[k], m.operatorCodes[op.opcodeIndex].version, custom, tuple(ins),
+                    tuple(operand(i) for i in op.outputs)))
+    return out
+
+
+def _same_operators(ours: bytes, theirs: bytes) -> None:
+    a, b = Counter(map(repr, _operators(ours))), Counter(map(repr, _operators(theirs)))
+    assert a == b, f"ours only: {list((a - b).elements())}\nTF only: {list((b - a).elements())}"
+
+
+def _same_outputs(ours: bytes, theirs: bytes, n: int = 16) -> list[np.ndarray]:
+    rng = np.random.default_rng(0)
+    io_o, io_t = oracle.io_details(ours), oracle.io_details(theirs)
+    assert [(d["name"], d["dtype"]) for d in io_o["outputs"]] == [(d["name"], d["dtype"]) for d in io_t["outputs"]]
+    assert [(d["dtype"], d["scales"], d["zero_points"]) for d in io_o["inputs"]] == \
+        [(d["dtype"], d["scales"], d["zero_points"]) for d in io_t["inputs"]]
+    last = []
+    for _ in range(n):
+        feeds = {d["name"]: rng.integers(-128, 128, d["shape"], dtype=np.int64).astype(np.int8) for d in io_t["inputs"]}
+        x, y = oracle.run_litert(ours, feeds), oracle.run_litert(theirs, feeds)
+        for u, v in zip(x, y):
+            assert u.dtype == v.dtype and u.shape == v.shape and np.array_equal(u, v)
+        last = x
+    return last
+
+
+@pytest.fixture(scope="module", params=[False, True], ids=["fast_nms", "regular_nms"])
+def ssd_pair(request: pytest.FixtureRequest) -> tuple[bytes, bytes]:
+    model = ssd.build_ssd(request.param)
+    return _ours(model), _tf_convert(model)
+
+
+def test_ssd_file_equals_tensorflows(ssd_pair: tuple[bytes, bytes]) -> None:
+    ours, theirs = ssd_pair
+    _same_operators(ours, theirs)
+
+
+def test_ssd_custom_op_as_tensorflow_writes_it(ssd_pair: tuple[bytes, bytes]) -> None:
+    """Custom code, the 11 attributes without a leading underscore as a FlexBuffer map, float32
+    inputs through DEQUANTIZE, a float32 anchors constant, four float32 outputs of empty shape."""
+    from qconvert.schema import flexbuffer
+
+    ours, theirs = ssd_pair
+    for data in (ours, theirs):
+        (post,) = [op for op in _operators(data) if op[0].startswith("custom:")]
+        assert post[0] == "custom:b'TFLite_Detection_PostProcess'" and post[1] == 1
+        options = flexbuffer.decode(post[2])
+        expected = {k: v for k, (_, v) in ssd.postprocess_attrs(bool(options["use_regular_nms"])).items()
+                    if not k.startswith("_")}
+        assert sorted(options) == sorted(expected) and len(options) == 11
+        assert all(np.float32(options[k]) == np.float32(v) for k, v in expected.items())
+        assert [o[0] for o in post[3]] == ["float32"] * 3 and post[3][2][1] == (ssd.NUM_ANCHORS, 4)
+        assert post[4] == (("float32", (), (), (), None),) * 4
+
+
+def test_ssd_outputs_equal_tensorflows_in_litert(ssd_pair: tuple[bytes, bytes]) -> None:
+    ours, theirs = ssd_pair
+    boxes, classes, scores, count = _same_outputs(ours, theirs)
+    assert boxes.shape == (1, 10, 4) and classes.shape == scores.shape == (1, 10) and count.shape == (1,)
+
+
+def test_ssd_without_the_flag_is_one_line() -> None:
+    model = ssd.build_ssd()
+    with pytest.raises(ConversionError) as err:
+        api.convert_bytes(model.graph_def, input_ranges=dict(model.input_ranges), inputs=model.inputs,
+                          outputs=model.outputs)
+    text = str(err.value)
+    assert "\n" not in text and "TFLite_Detection_PostProcess" in text and "--allow-custom-ops" in text
+
+
+_MY_OPDEF = ("name: 'MyCustomOp' input_arg: { name: 'x' type: DT_FLOAT } output_arg: { name: 'y' type: DT_FLOAT } "
+             "attr: { name: 'alpha' type: 'float' } attr: { name: 'count' type: 'int' } "
+             "attr: { name: 'flag' type: 'bool' } attr: { name: 'mode' type: 'string' } "
+             "attr: { name: 'T' type: 'type' }")
+
+
+def test_unknown_op_with_every_attribute_kind() -> None:
+    """A custom op in general: DEQUANTIZE before it, float32 result out of the model; options
+    with a float, an int, a bool, a string and a type (TFLite's TensorType number), no ``_hidden``."""
+    model = ssd.build_unknown_op()
+    ours, theirs = _ours(model), _tf_convert(model, _MY_OPDEF)
+    _same_operators(ours, theirs)  # (LiteRT has no MyCustomOp kernel: nothing to run)
+    graph = oracle._model_t(ours).subgraphs[0]
+    assert [graph.tensors[i].type for i in graph.outputs] == [0]  # float32 out of the model, as TensorFlow's
