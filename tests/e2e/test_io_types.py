@@ -99,7 +99,11 @@ def _feeds(tflite: bytes, ranges: dict[str, tuple[float, float]], n: int, seed: 
 def _assert_same(ours: bytes, theirs: bytes, ranges: dict[str, tuple[float, float]], n: int = 16) -> None:
     a, b = _structure(ours), _structure(theirs)
     for key in ("inputs", "outputs", "boundary", "ops", "activations", "constants"):
-        assert a[key] == b[key], f"{key}: ours {a[key]}\n  TF   {b[key]}"
+        if isinstance(a[key], dict):
+            assert a[key] == b[key], f"{key}: ours {a[key]}\n  TF   {b[key]}"
+        else:
+            diff = [x for x in a[key] if x not in b[key]]
+            assert a[key] == b[key], f"{key}: {len(diff)} of ours not in TF's, e.g. {str(diff[:1])[:300]}"
     ours_run, theirs_run = IntegerModel(ours), IntegerModel(theirs)
     for feed in _feeds(theirs, ranges, n):
         lo, lt = oracle.run_litert(ours, feed), oracle.run_litert(theirs, feed)
@@ -201,3 +205,20 @@ CASES_16X8 = [("two_inputs_arith", "float32", "float32"), ("sigmoid_tanh_two_out
 def test_16x8_boundaries_equal_tensorflows(name: str, it: str, ot: str, monkeypatch: pytest.MonkeyPatch) -> None:
     ours, theirs, m = _ptq(monkeypatch, name, it, ot, int16=True)
     _assert_same(ours, theirs, m.input_ranges)
+
+
+@pytest.mark.parametrize("name", ["lenet", "mobilenet_v2"])
+def test_tfmot_float_io_equals_tensorflows(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """tfmot-trained Keras models (frozen, cached): float32 I/O, as TF's frozen-graph path writes it
+    with ``inference_input_type=float32`` (BatchNorm folded with TF's rsqrt, to compare every constant:
+    docs/differences.md)."""
+    pytest.importorskip("tensorflow_model_optimization", reason="tfmot builds the QAT models")
+    import tfmot_corpus
+
+    oracle.use_tensorflows_rsqrt(monkeypatch)
+
+    m = tfmot_corpus.build_tfmot_model(name)
+    theirs = oracle.tf_convert(m, input_type="float32")
+    ours = convert_graph(m.graph_def, inputs=m.inputs, outputs=m.outputs, inputs_range=m.input_ranges,
+                         input_type="float32", output_type="float32").model
+    _assert_same(ours, theirs, m.input_ranges, n=4)

@@ -135,3 +135,19 @@ def test_a_manifest_names_tensors_in_a_table(tmp_path: Path, capsys: pytest.Capt
     assert main(["batch", str(tmp_path / "m.pb"), "--manifest", str(tmp_path / "m.toml"), "--jobs", "1"]) == 1
     assert "'logits' is not a model output" in capsys.readouterr().err
     assert not list(tmp_path.glob("*.tflite"))
+
+
+def test_dump_and_the_report_show_float_io_as_the_boundary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A float32 boundary is not a float op left: `float_ops == 0` still gates a fully integer model."""
+    out = tmp_path / "m.tflite"
+    assert main([str(EXAMPLE), "-o", str(out), "--inputs-range", "-1,1", "--input-type", "float32",
+                 "--output-type", "float32", "--report", str(tmp_path / "r.json")]) == 0
+    assert json.loads((tmp_path / "r.json").read_text())["models"][0]["float_ops"] == 0
+    capsys.readouterr()
+    assert main(["dump", str(out), "--json"]) == 0
+    t = json.loads(capsys.readouterr().out)["totals"]
+    n = t["operators"]
+    assert t["float_ops"] == 0 and t["float_boundary_ops"] == [
+        {"subgraph": 0, "index": 0, "op": "QUANTIZE"}, {"subgraph": 0, "index": n - 1, "op": "DEQUANTIZE"}]
+    assert main(["dump", str(out)]) == 0
+    assert f"float I/O       0 QUANTIZE, {n - 1} DEQUANTIZE" in capsys.readouterr().out
