@@ -31,6 +31,12 @@ def _uint8(p: QuantParams) -> QuantParams:
     return dataclasses.replace(p, zero_point=tuple(z + 128 for z in p.zero_point), qmin=0, qmax=255, dtype="uint8")
 
 
+def _not_applied(ctx: Context, side: str, name: str, kind: str, dtype: str, why: str) -> None:
+    types = ctx.options.precision.input_type if side == "input" else ctx.options.precision.output_type
+    if types and kind != dtype:
+        ctx.note(f"{side} '{name}' stays {dtype} ({why}); --{side}-type {kind} is not applied")
+
+
 def quantize_io(graph: Graph, ctx: Context) -> bool:
     in_types, out_types = io_types(graph, ctx)
     new_inputs = []
@@ -40,6 +46,7 @@ def quantize_io(graph: Graph, ctx: Context) -> bool:
         others = [n for n in graph.consumers(name) if not is_quantize(n)]
         if ctx.allow_float and (not qs or others):
             new_inputs.append(name)  # a float op reads it: the input stays float
+            _not_applied(ctx, "input", user, kind, "float32", "a float op reads it")
             continue
         if not qs or others:
             raise ConversionError(f"input '{name}' is read by an op that is not quantized")
@@ -62,9 +69,11 @@ def quantize_io(graph: Graph, ctx: Context) -> bool:
         dq = graph.producer(name)
         if graph.tensors[name].dtype in ("int32", "int64"):  # ARG_MAX's index: an output as it is
             outs.append(name)
+            _not_applied(ctx, "output", user, kind, graph.tensors[name].dtype, "it is an index, not quantized")
             continue
         if ctx.allow_float and not is_dequantize(dq):
             outs.append(name)  # produced by a float op: the output stays float
+            _not_applied(ctx, "output", user, kind, "float32", "a float op gives it")
             continue
         if not is_dequantize(dq):
             raise ConversionError(f"output '{name}' is not quantized; add a FakeQuant before it")

@@ -1,6 +1,6 @@
 """``--input-type`` / ``--output-type`` (legalize/io_types.py, quantize_pass/graph_io.py): the same
 choices from the command line, a manifest and the API; bad combinations one line, exit 2, nothing
-written. (The files themselves are checked against TensorFlow's in tests/e2e/test_io_types.py.)"""
+written. (The files themselves are checked against TensorFlow's in tests/e2e/test_model_io_types.py.)"""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Model I/O types (``--input-type`` / ``--output-type``, issue 34) against TensorFlow 2.21's files.
 
-Oracles, measured on TF 2.21 (tests/e2e/test_io_types.py docstrings and docs/differences.md):
+Oracles, measured on TF 2.21 (tests/e2e/test_model_io_types.py docstrings and docs/differences.md):
 - PTQ (``representative_dataset``, ``TFLITE_BUILTINS_INT8``): ``inference_input_type`` and
   ``inference_output_type`` are honoured separately. float32: a QUANTIZE v1 after each input, a
   DEQUANTIZE v2 before each output, the float tensors without quantization parameters; uint8: a
