@@ -399,7 +399,9 @@ def compare(model: str, tflite: str, data: str, samples: int | None, seed: int, 
 def _io(graph, name: str) -> str:
     t = graph.tensors[name]
     q = t.quant
-    return f"{name} {t.dtype}{list(t.shape)} scale={float(q.scale[0]):.6g} zp={q.zero_point[0]}" if q else name
+    if q is None:
+        return f"{name} {t.dtype}{list(t.shape)}" if t.shape is not None else name
+    return f"{name} {t.dtype}{list(t.shape)} scale={float(q.scale[0]):.6g} zp={q.zero_point[0]}"
 
 
 def _calibration_progress():  # type: ignore[no-untyped-def]

@@ -38,6 +38,7 @@ STAGES = ("import", "inputs", "legalize", "fold", "fuse", "calibrate", "prepare"
 CALIBRATION_METHODS = ("minmax", "percentile", "entropy", "mse")
 CALIBRATION_ENGINES = ("numpy", "litert")
 BLOCK_SIZES = (32, 64, 128, 256)
+IO_TYPES = ("float32", "int8", "uint8", "int16")  # --input-type / --output-type (quantize_pass/graph_io.py)
 BLOCKWISE_TARGETS = ("litert",)  # blockwise INT4 weights run in XNNPACK only (tools/targets.py's rules)
 
 
@@ -295,7 +296,27 @@ def _targets(v: Any) -> tuple[str, ...]:
         raise Bad(str(exc)) from None
 
 
+def _io_types(v: Any) -> dict[str | None, str]:
+    """"uint8" | "image=uint8" | ["float32", "image=uint8"] | {name: "uint8"} (None: every tensor)."""
+    if isinstance(v, Mapping):
+        items = [(str(k) if k is not None else None, t, f"{k}={t}") for k, t in v.items()]
+    else:
+        items = []
+        for text in ([v] if isinstance(v, str) else list(v)):
+            name, _, t = str(text).rpartition("=")
+            items.append((name or None, t, text))
+    out: dict[str | None, str] = {}
+    for name, t, text in items:
+        if t not in IO_TYPES:
+            raise Bad(f"'{text}': expected [NAME=]TYPE, TYPE one of {', '.join(IO_TYPES)}")
+        if name in out:
+            raise Bad(f"a type for {name or 'every tensor'} given twice")
+        out[name] = t
+    return out
+
+
 RANGES = Kind(metavar="[NAME=]MIN,MAX", repeat=True, value=_input_ranges)
+IO_TYPE_NAMES = Kind(metavar="[NAME=]" + "|".join(IO_TYPES), repeat=True, value=_io_types)
 SHAPES = Kind(metavar="NAME=D0,D1,...", repeat=True, value=_input_shapes)
 NAMES = Kind(metavar="NAME[,NAME]", repeat=True, value=_names)
 RANGE = Kind(metavar="MIN,MAX", text=_one_range, value=_one_range)
@@ -408,6 +429,15 @@ class PrecisionOptions:
         help="One weight scale per tensor for every CONV_2D, DEPTHWISE_CONV_2D, TRANSPOSE_CONV and FULLY_CONNECTED "
              "(TensorFlow's _experimental_disable_per_channel; for runtimes that take no per-channel weights), "
              "int8 and 16x8. A weight FakeQuant that is per channel is an error.")
+    input_type: Mapping[str | None, str] = option(
+        {}, IO_TYPE_NAMES,
+        help="Type of the model's inputs (NAME= for one input; repeatable): int8 (the default; int16 with "
+             "--activations int16), float32 (a QUANTIZE after the input), uint8 (a QUANTIZE from uint8, zero point "
+             "+128), int16 (--activations int16 only). The inside of the model does not change.")
+    output_type: Mapping[str | None, str] = option(
+        {}, IO_TYPE_NAMES,
+        help="Type of the model's outputs, as --input-type (float32: a DEQUANTIZE before the output; uint8: a "
+             "QUANTIZE to uint8).")
     low_bit_activations: str = option(
         "error", _choice(("error", "8bit")),
         help="Activation FakeQuants under 8 bits: fail, or quantize their range at 8-bit resolution (a note per "
@@ -550,6 +580,10 @@ def _build(start: ConvertOptions, groups: Mapping[str, Mapping[str, Any]], where
         raise UsageError(f"{where}: {exc}") from None
 
 
+_NO_16X8 = {"int8": "TensorFlow ignores int8 there and writes int16",
+            "uint8": "LiteRT's QUANTIZE cannot make uint8 from int16"}
+
+
 def _check(o: ConvertOptions) -> None:
     """The rules between options (each alone was checked when read)."""
     c, p = o.calibration, o.precision
@@ -586,6 +620,15 @@ def _check(o: ConvertOptions) -> None:
         if p.weights == "int4" and p.block_size is None:
             raise UsageError("--activations float with --weights int4 is blockwise: give --block-size N "
                              f"({', '.join(map(str, BLOCK_SIZES))})")
+    for flag, types in (("--input-type", p.input_type), ("--output-type", p.output_type)):
+        for name, t in types.items():
+            where = f"{flag} {name + '=' if name else ''}{t}"
+            if p.activations == "int16" and (t == "int8" or t == "uint8" and flag == "--output-type"):
+                raise UsageError(f"{where}: a 16x8 model (--activations int16) gives int16 or float32 (and takes "
+                                 f"uint8 too); {_NO_16X8[t]}")
+            if p.dynamic_range and t != "float32":
+                raise UsageError(f"{where}: {p.dynamic_range_flag} keeps activations float, so inputs and outputs are "
+                                 f"float32; drop {flag}")
     if p.block_size is not None:
         bad = [t for t in o.targets if t not in BLOCKWISE_TARGETS]
         if bad:

@@ -41,9 +41,11 @@ def build_record(model: str, output: str, data: bytes | None = None, notes: Sequ
     info = read_model(data)
     hist: dict[str, int] = {}
     float_ops = 0
+    sg = info.subgraphs[0]
     for op in info.operators:
         hist[op.builtin] = hist.get(op.builtin, 0) + 1
-        if any(0 <= i < len(info.tensors) and info.tensors[i].dtype == "float32" for i in [*op.inputs, *op.outputs]):
+        if any(0 <= i < len(info.tensors) and info.tensors[i].dtype == "float32" for i in [*op.inputs, *op.outputs]) \
+                and not sg.float_boundary(op):  # float I/O (--input-type float32) is not a float op left
             float_ops += 1
     rec.update(inputs=_io_records(info, info.inputs), outputs=_io_records(info, info.outputs),
                op_histogram=dict(sorted(hist.items())), float_ops=float_ops, bytes=len(data),

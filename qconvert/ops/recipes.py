@@ -240,6 +240,16 @@ def transpose_conv_float_version(options: Mapping[str, Any], operands: Sequence[
     return 3 if len(operands) > 3 and operands[3] else 1
 
 
+def quantize_version(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> int:
+    """QUANTIZE: version 1 at a model boundary (from float32 or uint8, to uint8) and int8 → int8;
+    2 for an int16 requantize (measured on TF 2.21's 16x8 files: the float32 → int16 and uint8 → int16
+    QUANTIZE after an input are version 1)."""
+    src = ins[0].dtype if ins and ins[0] is not None else "float32"
+    if src in ("float32", "uint8") or out.dtype == "uint8":
+        return 1
+    return row.int16_version if out.dtype == "int16" else row.int8_version
+
+
 def mul_version(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> int:
     """MUL is version 3 when its rescale factor in1·in2/out is at least 1 (float32)."""
     a, b, o = (np.float32(t.s) for t in (_input(ins, 0), _input(ins, 1), out))

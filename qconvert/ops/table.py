@@ -222,7 +222,7 @@ TABLE: dict[str, OpRow] = dict([
     _row("TANH", Rule.FIXED, 2, fixed=(1.0 / 128.0, 0), fixed16=(1.0 / 32768.0, 0), kernel=fk.tanh,
          lut=qm.tanh_float32, requant=r.lookup_table, requant16=r.logistic_tanh16),
     # int16 → int16: v2 (TF 2.21)
-    _row("QUANTIZE", Rule.QUANT, 1, uint8=True, int16_version=2, requant=r.requantize),
+    _row("QUANTIZE", Rule.QUANT, 1, uint8=True, int16_version=2, requant=r.requantize, version=r.quantize_version),
     _row("DEQUANTIZE", Rule.QUANT, 2),  # to float32 at a model output only (`run`: the float boundary)
     _row("FAKE_QUANT", Rule.QUANT, 1, kernel=fk.fake_quant, folds=True, dropped_after_legalize=True),
     _row("TRANSPOSE", Rule.SAME_SCALE, 2, uint8=True, float_inputs=(0,), kernel=fk.transpose, folds=True,
@@ -327,7 +327,7 @@ def int8_version(op: str, operands: Callable[[], tuple[Sequence[Operand | None],
     if r_.int16_version is None and r_.int4_version is None and r_.version is None:
         return r_.int8_version
     ins, out = operands()
-    if r_.int16_version is not None and out.dtype == "int16":
+    if r_.int16_version is not None and out.dtype == "int16" and r_.version is None:
         return r_.int16_version
     slot = r_.operand_slots[1]
     if r_.int4_version is not None and slot < len(ins) and ins[slot] is not None \

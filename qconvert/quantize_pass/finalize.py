@@ -87,6 +87,12 @@ def _borders_float(graph: Graph, ctx: Context, n: Node) -> bool:
     return is_quantize(n) and graph.producer(n.inputs[0]) in ctx.float_ops
 
 
+def _float_boundary(graph: Graph, node: Node, tensor: str) -> bool:
+    """A float32 model input read by a QUANTIZE, or a float32 model output a DEQUANTIZE gives
+    (``--input-type float32`` / ``--output-type float32``)."""
+    return (is_quantize(node) and tensor in graph.inputs) or (is_dequantize(node) and tensor in graph.outputs)
+
+
 def check_int8(graph: Graph, ctx: Context) -> bool:
     floats = [
         f"{n.op} '{n.name}' tensor '{t}'"
@@ -94,7 +100,7 @@ def check_int8(graph: Graph, ctx: Context) -> bool:
         if not (n in ctx.float_ops or ctx.allow_float and (is_quantize(n) or is_dequantize(n))
                 or _borders_float(graph, ctx, n))
         for t in n.inputs + n.outputs
-        if graph.tensors[t].dtype == "float32"
+        if graph.tensors[t].dtype == "float32" and not _float_boundary(graph, n, t)
     ]
     if floats:
         raise ConversionError(f"float tensors left after quantization: {'; '.join(floats[:10])}")

@@ -20,6 +20,7 @@ from qconvert.schema.codes import (
     camel_to_snake,
     enum_name,
 )
+from qconvert.ops import Rule, row
 from qconvert.schema.int4 import unpack_int4
 
 
@@ -75,6 +76,17 @@ class SubgraphInfo:
     operators: list[OpInfo]
     inputs: list[int]
     outputs: list[int]
+
+    def float_boundary(self, op: OpInfo) -> bool:
+        """A QUANTIZE from a float32 model input or a DEQUANTIZE to a float32 model output: the
+        boundary of an integer model with float I/O (``--input-type float32``), not a float op."""
+        r = row(op.builtin)
+        if r is None or r.rule is not Rule.QUANT:
+            return False
+        floats = [i for i in (*op.inputs, *op.outputs) if 0 <= i < len(self.tensors)
+                  and self.tensors[i].dtype in ("float32", "float16")]
+        return bool(floats) and all(i in self.inputs and i in op.inputs or i in self.outputs and i in op.outputs
+                                    for i in floats)
 
 
 @dataclass

@@ -82,6 +82,7 @@ class _Totals:
     by_dtype: Counter[str] = field(default_factory=Counter)  # constant buffers, each counted once
     seen_buffers: set[int] = field(default_factory=set)
     float_ops: list[dict[str, Any]] = field(default_factory=list)
+    boundary_ops: list[dict[str, Any]] = field(default_factory=list)  # QUANTIZE/DEQUANTIZE at float I/O
     bad_quant: list[dict[str, Any]] = field(default_factory=list)
 
     def as_dict(self, model: Any, records: dict[tuple[int, int], Any]) -> dict[str, Any]:
@@ -94,6 +95,7 @@ class _Totals:
             "int8_buffer_bytes": by_dtype.get("int8", 0), "int32_buffer_bytes": by_dtype.get("int32", 0),
             "float32_buffer_bytes": by_dtype.get("float32", 0),
             "float_ops": len(self.float_ops), "float_op_list": self.float_ops,
+            "float_boundary_ops": self.boundary_ops,
             "requant_records": len(records), "requant_flagged": self.flagged,
             "quantization_problems": len(self.bad_quant), "quantization_problem_list": self.bad_quant,
             "runtime_warnings": [w for sg in model.subgraphs for w in runtime_warnings(sg)],
@@ -114,7 +116,9 @@ def _subgraph(s: int, sg: Any, selected: set[str], records: dict[tuple[int, int]
     ops = []
     for i, op in enumerate(sg.operators):
         totals.histogram[op.builtin] += 1
-        if any(sg.tensors[k].dtype in _FLOAT_DTYPES for k in (*op.inputs, *op.outputs) if k >= 0):
+        if sg.float_boundary(op):
+            totals.boundary_ops.append({"subgraph": s, "index": i, "op": op.builtin})
+        elif any(sg.tensors[k].dtype in _FLOAT_DTYPES for k in (*op.inputs, *op.outputs) if k >= 0):
             totals.float_ops.append({"subgraph": s, "index": i, "op": op.builtin})
         requant = None
         if (s, i) in records:

@@ -114,6 +114,9 @@ def _totals_lines(t: dict[str, Any], requant_problems: list[str]) -> list[str]:
             ["parameters", _bytes(t["parameter_bytes"]) + (f" ({by})" if by else "")],
             ["int8 / int32", f"{_bytes(t['int8_buffer_bytes'])} / {_bytes(t['int32_buffer_bytes'])}"],
             ["float ops left", str(t["float_ops"]) + (f" ({fl}{more})" if fl else "")]]
+    if t.get("float_boundary_ops"):
+        rows.append(["float I/O", ", ".join(f"{o['index']} {o['op']}" for o in t["float_boundary_ops"][:10])
+                     + " (the model's float32 inputs and outputs)"])
     if t["requant_records"] or requant_problems:
         flag = f"  {_MISMATCH}" if t["requant_flagged"] else ""
         rows.append(["requant", f"{t['requant_records']} records, {t['requant_flagged']} flagged{flag}"])
