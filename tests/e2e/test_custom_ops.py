@@ -10,8 +10,6 @@ element for element.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections import Counter
 
 import numpy as np
@@ -32,15 +30,7 @@ def _tf_convert(model: ssd.CorpusModel, custom_opdef: str | None = None) -> byte
         from tensorflow.lite.python.convert import register_custom_opdefs
 
         register_custom_opdefs([custom_opdef])
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "g.pb")
-        with open(path, "wb") as f:
-            f.write(model.graph_def)
-        conv = tf.compat.v1.lite.TFLiteConverter.from_frozen_graph(path, model.inputs, model.outputs, model.shapes)
-        conv.inference_type = tf.int8
-        conv.allow_custom_ops = True
-        conv.quantized_input_stats = {n: oracle.input_stats(*model.input_ranges[n]) for n in model.inputs}
-        return conv.convert()
+    return oracle.tf_convert(model, allow_custom_ops=True)
 
 
 def _ours(model: ssd.CorpusModel, **keys: object) -> bytes:
