@@ -36,6 +36,7 @@ class Rule(enum.Enum):
     WEIGHTED = "weighted"  # like FREE, plus int8 weights and an int32 bias of scale in*w
     SAME_SCALE = "same-scale"  # inputs and output share one scale and zero point
     FIXED = "fixed-output"  # the kernel requires fixed output parameters
+    RAW = "raw"  # none: the kernel converts raw values and reads no parameters (CAST)
     QUANT = "quant"  # QUANTIZE / DEQUANTIZE themselves
 
 
@@ -98,6 +99,9 @@ class OpRow:
     int8_to_int16: bool = False  # int8 in, int16 out (TFLite Micro's SOFTMAX)
     int32_shapes: bool = False  # on int32 shape values (SHAPE → PACK → RESHAPE in other files)
     index_output: bool = False  # its output is an int32/int64 index or shape, with no parameters
+    # `run` executes it on raw values of any element type its LiteRT kernel takes (runtime/interpreter.py's
+    # RAW_TYPES: bool, 8- to 64-bit integers, float32/64), reading no quantization parameters (CAST, TILE)
+    any_type: bool = False
     made: Made = Made.FLOAT
     # constant folding, identities (fold)
     kernel: Callable[..., Any] | None = None  # float32 kernel: kernel(node, *values)
@@ -244,6 +248,13 @@ TABLE: dict[str, OpRow] = dict([
     # in other converters' files only (the frontend makes RESHAPE of an ExpandDims and folds a Shape)
     _row("EXPAND_DIMS", Rule.SAME_SCALE, 1, made=Made.OTHERS, uint8=True, float_inputs=(0,)),
     _row("SHAPE", Rule.FREE, 1, made=Made.OTHERS, uint8=True, index_output=True, float_inputs=(0,)),
+    # TF 2.21's post-training quantizer keeps TILE same-scale, v3 in int8 and 16x8 (LiteRT 2.3's reference
+    # resolver registers v1-2 only), and writes CAST (after ARG_MAX: int64 -> float32, int32 -> uint8) but
+    # no 16x8 CAST ("Quantization to 16x8-bit not yet supported for op: 'CAST'"); both kernels copy or
+    # convert the raw values, whatever the parameters (measured)
+    _row("TILE", Rule.SAME_SCALE, 3, made=Made.OTHERS, uint8=True, int32_shapes=True, any_type=True,
+         float_inputs=(0,)),
+    _row("CAST", Rule.RAW, 1, made=Made.OTHERS, form16=Form16.NONE, any_type=True),
 ])
 
 # The fused_activation_function values a kernel clamps to (kernel_util.cc).

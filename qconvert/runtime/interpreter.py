@@ -76,6 +76,9 @@ def _show(name: str) -> str:
 
 
 _RANGES = {"int8": (-128, 127), "uint8": (0, 255), "int16": (-32768, 32767)}
+# the element types of an op that copies or converts raw values (the row's any_type: CAST, TILE): LiteRT's
+# kernels take these and more (float16, bfloat16, complex64, int4, strings), which `run` does not hold
+RAW_TYPES = ("bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "float32", "float64")
 
 
 def quantize_float(x: np.ndarray, scale: float, zero_point: int, dtype: str = "int8") -> np.ndarray:
@@ -204,6 +207,9 @@ class IntegerModel:
         int16. A state (VARIABLE) tensor is not an activation slot: SVDF and LSTM kernels check
         their int16 states themselves."""
         r = row(op.builtin)
+        if r is not None and r.any_type:  # CAST, TILE: raw values of any type, no parameters read
+            self._check_raw_types(k, op)
+            return
         slots = float_operands(op.builtin, op.inputs)  # activations, not shapes or axes (RESHAPE's shape)
         acts = [t for t in [op.inputs[j] for j in slots] + op.outputs if t >= 0 and self.tensors[t].data is None
                 and not (t in op.outputs and self.tensors[t].dtype in ("int32", "int64"))]  # ARG_MAX's index
@@ -228,6 +234,30 @@ class IntegerModel:
         for t in acts:
             if self.tensors[t].dtype in _RANGES and not self.tensors[t].zero_point:
                 raise RunError(f"{self.tensors[t].dtype} tensor '{_show(self.tensors[t].name)}' has no zero point")
+
+    def _check_raw_types(self, k: int, op: Any) -> None:
+        """An op that copies or converts raw values (the row's ``any_type``: CAST, TILE) takes any of
+        ``RAW_TYPES``, as LiteRT's kernel does; one that is not a conversion (rule RAW) keeps its
+        input's type, and its other operands (TILE's multiples) are int32 or int64. A float32 output
+        is then read by a QUANTIZE (the float boundary) or is the model's output."""
+        r = row(op.builtin)
+        slots = float_operands(op.builtin, op.inputs)
+        if not op.inputs or min(op.inputs) < 0 or len(op.outputs) != 1:
+            raise RunError(f"operator {k} ({op.builtin} '{self._name(op)}') has inputs {op.inputs} and outputs "
+                           f"{op.outputs}; `qconvert run` needs every input and one output")
+        data = [self.tensors[op.inputs[j]] for j in slots] + [self.tensors[op.outputs[0]]]
+        odd = next((t for t in data if t.dtype not in RAW_TYPES), None)
+        if odd is not None:
+            raise RunError(f"operator {k} ({op.builtin} '{self._name(op)}') has a {odd.dtype} tensor "
+                           f"'{_show(odd.name)}'; `qconvert run` executes {op.builtin} on {', '.join(RAW_TYPES)}")
+        if r is not None and r.rule is not Rule.RAW and len({t.dtype for t in data}) > 1:
+            raise RunError(f"operator {k} ({op.builtin} '{self._name(op)}') takes {data[0].dtype} to "
+                           f"{data[-1].dtype}; TFLite's {op.builtin} keeps its input's type")
+        for j, i in enumerate(op.inputs):
+            if j not in slots and self.tensors[i].dtype not in ("int32", "int64"):
+                raise RunError(f"operator {k} ({op.builtin} '{self._name(op)}'): operand {j} "
+                               f"'{_show(self.tensors[i].name)}' is {self.tensors[i].dtype}; TFLite's {op.builtin} "
+                               "takes int32 or int64 there")
 
     def _name(self, op: Any) -> str:
         return _show(self.tensors[op.outputs[0]].name) if op.outputs else "?"
@@ -299,7 +329,10 @@ class IntegerModel:
             return None
         if index in values:
             return values[index]
-        array = self.tensors[index].array()
+        t = self.tensors[index]
+        array = t.array()
+        if array is None and t.dtype in RAW_TYPES and 0 in t.shape:  # no elements: an empty buffer, as LiteRT has it
+            return np.zeros(t.shape, t.dtype)
         if array is None:
             raise RunError(f"tensor '{_show(self.tensors[index].name)}' is read before it is computed")
         return array

@@ -436,6 +436,32 @@ def arg_max(call: OpCall) -> np.ndarray:
     return np.argmax(x, axis=int(np.asarray(call.inputs[1]).reshape(-1)[0]) % x.ndim).astype(out)
 
 
+def tile(call: OpCall) -> np.ndarray:
+    """TILE (tile.cc): the input repeated ``multiples[d]`` times along each dimension d (int32 or int64
+    multiples, one per dimension); the raw values of any type, whatever their quantization."""
+    x, multiples = call.inputs[0], np.asarray(call.inputs[1]).reshape(-1)
+    if len(multiples) != x.ndim or (multiples < 0).any():
+        raise KernelError(f"operator {call.index} (TILE '{call.name}'): multiples {multiples.tolist()} for an input "
+                          f"of {x.ndim} dimensions; TFLite's kernel wants one non-negative multiple per dimension")
+    return np.tile(x, [int(m) for m in multiples])
+
+
+def cast(call: OpCall) -> np.ndarray:
+    """CAST (cast.cc): each raw value converted to the output's type, no quantization read. Integer to
+    integer wraps (C's static_cast); to bool is ``!= 0``; to float rounds to nearest, ties to even.
+    Float to integer truncates toward zero and saturates: below the type's range its minimum, above it
+    (and NaN) its maximum (LiteRT 2.3, measured)."""
+    x, to = call.inputs[0], np.dtype(call.output_dtype)
+    if x.dtype.kind != "f" or to.kind not in "iu":
+        return x.astype(to)
+    info = np.iinfo(to)
+    t = np.trunc(x.astype(np.float64))
+    high = np.isnan(t) | (t >= float(int(info.max) + 1))  # a power of two: exact in float64
+    low = t < float(int(info.min))
+    inside = np.where(high | low, 0.0, t).astype(np.int64)
+    return np.where(high, int(info.max), np.where(low, int(info.min), inside)).astype(to)
+
+
 def transpose(call: OpCall) -> np.ndarray:
     return np.transpose(call.inputs[0], [int(v) for v in call.inputs[1]])
 
@@ -545,6 +571,8 @@ KERNELS: dict[str, Callable[[OpCall], np.ndarray]] = {
     "SQUEEZE": reshape,
     "CONCATENATION": concatenation,
     "TRANSPOSE": transpose,
+    "TILE": tile,  # any element type (the row's any_type)
+    "CAST": cast,  # between bool, integers and floats (the row's any_type)
     "PAD": pad,
     "SPACE_TO_BATCH_ND": space_to_batch_nd,
     "BATCH_TO_SPACE_ND": batch_to_space_nd,

@@ -51,6 +51,14 @@ REFUSED = {
     "mlcommons_tiny/vww_96_float.tflite": "float32",
     "tflite_micro/person_detect_vela.tflite": "custom op 'ethos-u'",  # Vela's output (LiteRT cannot load it)
     "tflite_micro/audio_preprocessor_int8.tflite": "custom op 'SignalWindow'",
+    "tflite_micro/audio_preprocessor_float.tflite": "custom op 'SignalWindow'",  # LiteRT lacks it too (measured)
+}
+# the real files holding CAST or TILE (issue 34): TFLite Micro's audio preprocessors, whose CASTs run between
+# their signal custom ops (which LiteRT cannot resolve either); TILE is in none
+CAST_TILE = {
+    "tflite_micro/audio_preprocessor_int8.tflite": {("uint32", "int32"), ("int32", "uint32"), ("int16", "int32"),
+                                                    ("int32", "int8")},
+    "tflite_micro/audio_preprocessor_float.tflite": {("uint32", "int32"), ("int32", "uint32"), ("int16", "float32")},
 }
 
 
@@ -125,3 +133,23 @@ def test_what_run_cannot_execute_is_one_line(name: str) -> None:
         IntegerModel((REAL / name).read_bytes())
     message = str(info.value)
     assert "\n" not in message and REFUSED[name] in message, message
+
+
+def test_the_real_files_with_cast_or_tile() -> None:
+    """Which real files hold CAST or TILE, and the type pairs of their CASTs: each one `run`'s CAST executes
+    (tests/runtime/test_cast_tile.py checks every pair of RAW_TYPES against LiteRT REF)."""
+    from qconvert.runtime.interpreter import RAW_TYPES
+    from qconvert.schema.reader import read_model
+
+    found: dict[str, set[tuple[str, str]]] = {}
+    for path in sorted(REAL.rglob("*.tflite")):
+        try:
+            m = read_model(path.read_bytes())
+        except ValueError:  # the fuzz corpus
+            continue
+        for op in m.operators:
+            if op.builtin in ("CAST", "TILE"):
+                pair = (m.tensors[op.inputs[0]].dtype, m.tensors[op.outputs[0]].dtype)
+                found.setdefault(str(path.relative_to(REAL)), set()).add(pair)
+    assert found == CAST_TILE
+    assert all(t in RAW_TYPES for pairs in found.values() for pair in pairs for t in pair)
