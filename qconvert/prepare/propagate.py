@@ -105,6 +105,25 @@ def _refuse_per_channel(graph: Graph, node: Node, w: str) -> None:
         f"per-tensor weight FakeQuants (tfmot: per_axis=False) or drop --per-tensor-weights")
 
 
+def _uint8_weights(graph: Graph, node: Node, w: str) -> None:
+    """``--inference-type uint8`` takes per-tensor weight FakeQuants only: LiteRT's uint8 CONV_2D
+    refuses per-channel weights at Prepare (TensorFlow 2.21 writes them anyway), and TensorFlow's
+    uint8 weights without FakeQuant are per tensor over [min, max] (asymmetric), which qconvert
+    does not write yet."""
+    pair = dequantized_from(graph, w)
+    if pair is None and graph.is_const(w):
+        raise ConversionError(
+            f"{node.op} '{node.name}': weight '{w}' has no FakeQuant; with --inference-type uint8 TensorFlow quantizes "
+            f"it per tensor over its [min, max] (asymmetric uint8), which qconvert does not write: put a per-tensor "
+            f"FakeQuant on it (tfmot per_axis=False, TF1 fake_quant_with_min_max_vars), or use --inference-type int8")
+    if pair is not None and graph.tensors[pair[0].outputs[0]].quant.per_channel:
+        raise ConversionError(
+            f"{node.op} '{node.name}': weight '{pair[0].inputs[0]}' is quantized per channel (a per-channel FakeQuant, "
+            f"or a BatchNorm folded into a per-tensor one), and LiteRT cannot run a uint8 {node.op} with per-channel "
+            f"weights (TensorFlow writes it; LiteRT refuses it at Prepare): train with per-tensor weight FakeQuants "
+            f"(tfmot per_axis=False, TF1 fake_quant_with_min_max_vars), or use --inference-type int8")
+
+
 Touched = list[Node]
 
 
@@ -134,6 +153,8 @@ def _weighted(graph: Graph, node: Node, ctx: Context) -> Touched | None:
     r = row(node.op)
     xs, ws, bs = r.operand_slots  # type: ignore[union-attr]
     w = node.inputs[ws]
+    if ctx.options.precision.inference_type == "uint8":
+        _uint8_weights(graph, node, w)
     if params_in(graph, w) is None and graph.is_const(w):
         insert_qdq_on_edge(graph, node, ws, weight_params(graph.const(w), _weight_axis(node, ctx),
                                                           _weight_bits(node, ctx)), Origin.WEIGHT_VALUES)
