@@ -95,6 +95,9 @@ class OpRow:
     lut: Callable[[Any], Any] | None = None  # the float32 function whose int8 table its kernel builds (LUTPopulate)
     # the integer forms `run` executes besides int8 (its kernel in qconvert/runtime/kernels.py's KERNELS)
     uint8: bool = False  # TFLite's older uint8 form: the int8 kernel with bounds 0..255
+    # uint8 (--inference-type uint8): the kernel rescales inputs whose parameters differ from the output's,
+    # so TensorFlow's uint8 path keeps each input's own (no requantize): CONCATENATION (measured on TF 2.21)
+    uint8_rescales_inputs: bool = False
     int8_to_int16: bool = False  # int8 in, int16 out (TFLite Micro's SOFTMAX)
     int32_shapes: bool = False  # on int32 shape values (SHAPE → PACK → RESHAPE in other files)
     index_output: bool = False  # its output is an int32/int64 index or shape, with no parameters
@@ -204,7 +207,7 @@ TABLE: dict[str, OpRow] = dict([
     _row("RESIZE_BILINEAR", Rule.SAME_SCALE, 2, uint8=True, float_inputs=(0,), kernel=fk.resize_bilinear,
          version=r.resize_bilinear_version),
     _row("REDUCE_MAX", Rule.SAME_SCALE, 2, float_inputs=(0,), kernel=fk.reduce_max),
-    _row("CONCATENATION", Rule.SAME_SCALE, 2, uint8=True, int32_shapes=True, kernel=fk.concatenation, folds=True),
+    _row("CONCATENATION", Rule.SAME_SCALE, 2, uint8=True, uint8_rescales_inputs=True, int32_shapes=True, kernel=fk.concatenation, folds=True),
     _row("PACK", Rule.SAME_SCALE, 2, uint8=True, int32_shapes=True, kernel=fk.pack, folds=True),
     # regrouped from per-output STRIDED_SLICEs once int8 (quantize_pass/regroup.py)
     _row("SPLIT", Rule.SAME_SCALE, 2, made=Made.INT8, uint8=True, float_inputs=(1,)),

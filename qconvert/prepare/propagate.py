@@ -291,6 +291,16 @@ def _same_scale(graph: Graph, node: Node, ctx: Context) -> Touched | None:
         if any(state is None and not graph.is_const(node.inputs[i]) for i, state in zip(slots, operands)):
             return None
         chosen = result[0]
+    if ctx.options.precision.inference_type == "uint8" and row(node.op).uint8_rescales_inputs \
+            and result is not None and result[1] and len(slots) > 1:  # type: ignore[union-attr]
+        # uint8: TensorFlow's CONCATENATION keeps each input's parameters (its uint8 kernel rescales
+        # them) and takes its own FakeQuant's; an input still to come is waited for
+        if any(state is None and not graph.is_const(node.inputs[i]) for i, state in zip(slots, operands)):
+            return None
+        for slot, state in zip(slots, operands):
+            if state is None:
+                insert_qdq_on_edge(graph, node, slot, result[0], Origin.PROPAGATED)
+        return []
     if chosen is None:
         return None
     touched: Touched = []
