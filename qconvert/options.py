@@ -442,8 +442,9 @@ class PrecisionOptions:
         "int8", _choice(("int8", "uint8")),
         help="QAT graphs: uint8 makes the whole model uint8 (inputs, activations and weights; int32 biases; op "
              "versions 1), as TensorFlow's frozen-graph converter writes it with inference_type=tf.uint8 "
-             "(QUANTIZED_UINT8), the form older Edge TPU and SSD detector flows take. Weights need per-tensor "
-             "FakeQuants: LiteRT runs no per-channel uint8 CONV_2D.")
+             "(QUANTIZED_UINT8), the form older Edge TPU and SSD detector flows take. Weight FakeQuants must be "
+             "per tensor (LiteRT runs no per-channel uint8 CONV_2D); weights without one are per tensor, "
+             "asymmetric.")
     low_bit_activations: str = option(
         "error", _choice(("error", "8bit")),
         help="Activation FakeQuants under 8 bits: fail, or quantize their range at 8-bit resolution (a note per "

@@ -106,16 +106,19 @@ def _refuse_per_channel(graph: Graph, node: Node, w: str) -> None:
 
 
 def _uint8_weights(graph: Graph, node: Node, w: str) -> None:
-    """``--inference-type uint8`` takes per-tensor weight FakeQuants only: LiteRT's uint8 CONV_2D
-    refuses per-channel weights at Prepare (TensorFlow 2.21 writes them anyway), and TensorFlow's
-    uint8 weights without FakeQuant are per tensor over [min, max] (asymmetric), which qconvert
-    does not write yet."""
+    """``--inference-type uint8``: weights without FakeQuant get TensorFlow's uint8 parameters,
+    per tensor over [min(w, 0), max(w, 0)] on the narrow grid [1, 255], asymmetric, whatever
+    ``--per-tensor-weights`` says (measured on TF 2.21); per-channel weight FakeQuants are an
+    error: LiteRT's uint8 CONV_2D refuses per-channel weights at Prepare (TensorFlow 2.21 writes
+    them anyway)."""
     pair = dequantized_from(graph, w)
     if pair is None and graph.is_const(w):
-        raise ConversionError(
-            f"{node.op} '{node.name}': weight '{w}' has no FakeQuant; with --inference-type uint8 TensorFlow quantizes "
-            f"it per tensor over its [min, max] (asymmetric uint8), which qconvert does not write: put a per-tensor "
-            f"FakeQuant on it (tfmot per_axis=False, TF1 fake_quant_with_min_max_vars), or use --inference-type int8")
+        v = graph.const(w)
+        lo = min(0.0, float(v.min())) if v.size else 0.0
+        hi = max(0.0, float(v.max())) if v.size else 0.0
+        insert_qdq_on_edge(graph, node, row(node.op).operand_slots[1],  # type: ignore[union-attr]
+                           qm.fake_quant_params(lo, hi, 8, narrow_range=True), Origin.WEIGHT_VALUES)
+        return
     if pair is not None and graph.tensors[pair[0].outputs[0]].quant.per_channel:
         raise ConversionError(
             f"{node.op} '{node.name}': weight '{pair[0].inputs[0]}' is quantized per channel (a per-channel FakeQuant, "
@@ -155,6 +158,7 @@ def _weighted(graph: Graph, node: Node, ctx: Context) -> Touched | None:
     w = node.inputs[ws]
     if ctx.options.precision.inference_type == "uint8":
         _uint8_weights(graph, node, w)
+        w = node.inputs[ws]
     if params_in(graph, w) is None and graph.is_const(w):
         insert_qdq_on_edge(graph, node, ws, weight_params(graph.const(w), _weight_axis(node, ctx),
                                                           _weight_bits(node, ctx)), Origin.WEIGHT_VALUES)

@@ -11,8 +11,9 @@ Measured on TensorFlow 2.21 (re-measured here, TensorFlow's file is the oracle):
 - an input range given as stats is nudged in the unsigned domain: [-1, 1] gives zero point 128
   where the int8 path gives -1 (so not -1 + 128);
 - per-channel weight FakeQuants give per-channel uint8 CONV_2D weights, which LiteRT refuses at
-  Prepare; weights without FakeQuant become per tensor over [min, max], asymmetric (zero point 137 on
-  the graph below), with or without ``_experimental_disable_per_channel``. qconvert refuses both.
+  Prepare (qconvert refuses them); weights without FakeQuant become per tensor over [min, max] on
+  [1, 255], asymmetric, with or without ``_experimental_disable_per_channel``, and asymmetric weight
+  FakeQuants keep their zero point (qconvert writes both as TensorFlow does).
 - a CONCATENATION keeps each input's own parameters and takes its FakeQuant's (its uint8 kernel
   rescales the inputs that differ), where int8 moves its inputs onto one scale or requantizes them.
 - Where qconvert's file is not TensorFlow's (docs/differences.md): a FULLY_CONNECTED without bias has none
@@ -227,37 +228,67 @@ def test_per_channel_weights_are_refused_where_tensorflow_writes_what_litert_ref
     assert len(err) == 1 and "per channel" in err[0] and not out.exists()
 
 
-def _without_weight_fakequant() -> bytes:
+def _weights_graph(kind: str) -> bytes:
+    """CONV_2D, DEPTHWISE_CONV_2D and FULLY_CONNECTED whose weights have no FakeQuant ("none"), or
+    an asymmetric FakeQuant, wide ("asym": [-0.55, 0.93]) or narrow ("asym_narrow": [-0.41, 1.1])."""
+    rng = np.random.default_rng(3)
     g = tf.Graph()
     with g.as_default():
+        def weights(shape: list[int]):  # type: ignore[no-untyped-def]
+            w = tf.constant(rng.normal(0.1, 0.3, shape).astype(np.float32), name="kernel")
+            if kind == "asym":
+                return tf.quantization.fake_quant_with_min_max_vars(w, -0.55, 0.93, narrow_range=False)
+            if kind == "asym_narrow":
+                return tf.quantization.fake_quant_with_min_max_vars(w, -0.41, 1.1, narrow_range=True)
+            return w
+
+        def bias(n: int) -> np.ndarray:
+            return rng.normal(0, 0.1, n).astype(np.float32)
+
         x = tf.compat.v1.placeholder(tf.float32, [1, 8, 8, 3], name="input")
-        y = tf.quantization.fake_quant_with_min_max_vars(x, -1.0, 1.0, name="in_fq")
-        w = tf.constant(np.random.default_rng(0).normal(0, 0.3, [3, 3, 3, 4]).astype(np.float32), name="kernel")
-        y = tf.quantization.fake_quant_with_min_max_vars(tf.nn.conv2d(y, w, 1, "SAME"), -2.0, 2.0, name="out_fq")
-        tf.identity(y, name="output")
+        y = tf.quantization.fake_quant_with_min_max_vars(x, -1.0, 1.0)
+        y = tf.nn.bias_add(tf.nn.conv2d(y, weights([3, 3, 3, 4]), 2, "SAME"), bias(4))
+        y = tf.quantization.fake_quant_with_min_max_vars(tf.nn.relu(y), 0.0, 3.0)
+        y = tf.nn.bias_add(tf.nn.depthwise_conv2d(y, weights([3, 3, 4, 1]), [1, 1, 1, 1], "SAME"), bias(4))
+        y = tf.quantization.fake_quant_with_min_max_vars(y, -2.0, 3.0)
+        y = tf.nn.bias_add(tf.matmul(tf.reshape(y, [1, 64]), weights([64, 5])), bias(5))
+        tf.identity(tf.quantization.fake_quant_with_min_max_vars(y, -4.0, 4.0), name="output")
     return g.as_graph_def().SerializeToString()
 
 
-def test_weights_without_fakequant_are_refused(tmp_path: Path) -> None:
-    gd = _without_weight_fakequant()
-    with tempfile.TemporaryDirectory() as tmp:  # TensorFlow: per tensor, asymmetric, whatever the option
+def _tf_uint8(gd: bytes, per_tensor: bool = False) -> bytes:
+    with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "m.pb")
         Path(path).write_bytes(gd)
-        for per_tensor in (False, True):
-            conv = tf.compat.v1.lite.TFLiteConverter.from_frozen_graph(path, ["input"], ["output"],
-                                                                       {"input": [1, 8, 8, 3]})
-            conv.inference_type = tf.uint8
-            conv.quantized_input_stats = {"input": oracle.input_stats_uint8(-1.0, 1.0)}
-            conv._experimental_disable_per_channel = per_tensor
-            sg = read_model(conv.convert()).subgraphs[0]
-            w = sg.tensors[sg.operators[0].inputs[1]]
-            assert w.dtype == "uint8" and len(w.scale) == 1 and w.zero_point != (128,)
-    with pytest.raises(ConversionError, match=r"^CONV_2D '.+': weight '.+' has no FakeQuant; .* per tensor "
-                                              r"over its \[min, max\] .* per-tensor FakeQuant"):
-        convert_graph(gd, inference_type="uint8")
-    pb, out = tmp_path / "m.pb", tmp_path / "m.tflite"
-    pb.write_bytes(gd)
-    assert main(["convert", str(pb), "-o", str(out), "--inference-type", "uint8"]) == 1 and not out.exists()
+        conv = tf.compat.v1.lite.TFLiteConverter.from_frozen_graph(path, ["input"], ["output"], {"input": [1, 8, 8, 3]})
+        conv.inference_type = tf.uint8
+        conv.quantized_input_stats = {"input": oracle.input_stats_uint8(-1.0, 1.0)}
+        conv._experimental_disable_per_channel = per_tensor
+        return conv.convert()
+
+
+@pytest.mark.parametrize("kind", ["none", "asym", "asym_narrow"])
+def test_asymmetric_weights_equal_tensorflows(kind: str) -> None:
+    """Weights without FakeQuant: TensorFlow's uint8 weights are per tensor over [min, max] on [1, 255]
+    (with or without ``_experimental_disable_per_channel``); weight FakeQuants with asymmetric ranges
+    keep their zero point (TF1 QAT graphs have them; int8 refuses them for the convolutions)."""
+    gd = _weights_graph(kind)
+    theirs = _tf_uint8(gd)
+    sg = read_model(theirs).subgraphs[0]
+    ws = [sg.tensors[o.inputs[1]] for o in sg.operators if o.builtin != "RESHAPE"]
+    assert len(ws) == 3
+    assert all(w.dtype == "uint8" and len(w.scale) == 1 for w in ws) and any(w.zero_point != (128,) for w in ws)
+    if kind == "none":
+        assert _signature(_tf_uint8(gd, per_tensor=True)) == _signature(theirs)
+    ours = convert_graph(gd, {"input": (-1.0, 1.0)}, inference_type="uint8").model
+    assert _signature(ours) == _signature(theirs)
+    assert _max_lsb(ours, theirs) == 0
+    from qconvert.runtime.interpreter import IntegerModel
+
+    model = IntegerModel(ours)
+    for feeds in _uint8_feeds(ours, 4, seed=2):
+        for v, w in zip(model.run(feeds).values(), oracle.run_litert(ours, feeds)):
+            np.testing.assert_array_equal(v, w)
 
 
 @pytest.mark.parametrize("extra, message", [
