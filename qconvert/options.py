@@ -438,6 +438,13 @@ class PrecisionOptions:
         {}, IO_TYPE_NAMES,
         help="Type of the model's outputs, as --input-type (float32: a DEQUANTIZE before the output; uint8: a "
              "QUANTIZE to uint8).")
+    inference_type: str = option(
+        "int8", _choice(("int8", "uint8")),
+        help="QAT graphs: uint8 makes the whole model uint8 (inputs, activations and weights; int32 biases; op "
+             "versions 1), as TensorFlow's frozen-graph converter writes it with inference_type=tf.uint8 "
+             "(QUANTIZED_UINT8), the form older Edge TPU and SSD detector flows take. Weight FakeQuants must be "
+             "per tensor (LiteRT runs no per-channel uint8 CONV_2D); weights without one are per tensor, "
+             "asymmetric.")
     low_bit_activations: str = option(
         "error", _choice(("error", "8bit")),
         help="Activation FakeQuants under 8 bits: fail, or quantize their range at 8-bit resolution (a note per "
@@ -629,6 +636,8 @@ def _check(o: ConvertOptions) -> None:
             if p.dynamic_range and t != "float32":
                 raise UsageError(f"{where}: {p.dynamic_range_flag} keeps activations float, so inputs and outputs are "
                                  f"float32; drop {flag}")
+    if p.inference_type == "uint8":
+        _check_uint8(o)
     if p.block_size is not None:
         bad = [t for t in o.targets if t not in BLOCKWISE_TARGETS]
         if bad:
@@ -640,6 +649,30 @@ def _check(o: ConvertOptions) -> None:
         if has_data or c.ranges_file is not None:
             raise UsageError("--block-size keeps activations float (dynamic range): drop --calibration-data and "
                              "--ranges-file, or drop --block-size for int8 activations with int4 weights")
+
+
+def _check_uint8(o: ConvertOptions) -> None:
+    """--inference-type uint8: TensorFlow's QUANTIZED_UINT8 path, which takes QAT graphs only."""
+    c, p = o.calibration, o.precision
+    given = [f for f, on in (("--calibration-data", c.data is not None), ("--stats", bool(c.stats)),
+                             ("--ranges-file", c.ranges_file is not None),
+                             ("--default-ranges", p.default_ranges is not None)) if on]
+    if given:
+        raise UsageError(f"--inference-type uint8 with {given[0]}: a whole-uint8 model is TensorFlow's QAT frozen-graph "
+                         f"mode (every range from a FakeQuant); its post-training quantizer writes no uint8 model. Drop "
+                         f"{given[0]}, or keep int8 inside with --input-type uint8 --output-type uint8")
+    if p.activations != "int8":
+        raise UsageError(f"--inference-type uint8 with --activations {p.activations}: a uint8 model has uint8 "
+                         f"activations; drop one of the two")
+    if p.weights != "int8" or p.block_size is not None:
+        flag = f"--block-size {p.block_size}" if p.block_size is not None else f"--weights {p.weights}"
+        raise UsageError(f"--inference-type uint8 with {flag}: a uint8 model has 8-bit weights; drop one of the two")
+    for flag, types in (("--input-type", p.input_type), ("--output-type", p.output_type)):
+        for name, t in types.items():
+            if t != "uint8":
+                raise UsageError(f"{flag} {name + '=' if name else ''}{t} with --inference-type uint8: the inputs "
+                                 f"and outputs of a uint8 model are uint8 (as TensorFlow writes them); drop {flag}, "
+                                 f"or use --inference-type int8 for a {t} boundary")
 
 
 # ---------------------------------------------------------------------------------- the declaration

@@ -3,7 +3,8 @@
     input ──▶ op        ⇒        input ──▶ Q(range) ──▶ DQ ──▶ op
 
 The range comes from ``--inputs-range`` and is turned into parameters the way
-TensorFlow's converter turns ``quantized_input_stats`` into them (signed domain).
+TensorFlow's converter turns ``quantized_input_stats`` into them (signed domain; unsigned
+under ``--inference-type uint8``).
 An input whose every reader is a FakeQuant keeps the FakeQuant's range instead,
 as in TensorFlow; a range given for it is reported as ignored.
 """
@@ -17,7 +18,7 @@ from qconvert.errors import ConversionError, UsageError
 from qconvert.ir import Graph
 from qconvert.ir.passes import Context, Origin
 from qconvert.ir.qdq import insert_qdq_after
-from qconvert.quant import input_range_params, int16_range_params, signed_range_params
+from qconvert.quant import input_range_params, input_range_params_uint8, int16_range_params, signed_range_params
 
 _FAKE_QUANTS = {"FakeQuantWithMinMaxArgs", "FakeQuantWithMinMaxVars", "FakeQuantWithMinMaxVarsPerChannel"}
 
@@ -85,6 +86,8 @@ def set_input_ranges(graph: Graph, ctx: Context) -> bool:
         if ctx.activation_bits == 16:  # symmetric: the int16 kernels take zero point 0
             m = max(abs(lo), abs(hi))
             insert_qdq_after(graph, name, int16_range_params(-m, m, legacy_float_scale=False), Origin.INPUT_RANGE)
+        elif ctx.options.precision.inference_type == "uint8":  # TF's stats in the unsigned domain
+            insert_qdq_after(graph, name, input_range_params_uint8(lo, hi), Origin.INPUT_RANGE)
         else:
             insert_qdq_after(graph, name, input_range_params(lo, hi), Origin.INPUT_RANGE)
         changed = True

@@ -50,6 +50,8 @@ def io_types(graph: Graph, ctx: Context) -> tuple[list[str], list[str]]:
     p = ctx.options.precision
     ins = _resolve("--input-type", p.input_type, list(graph.input_names or graph.inputs), default, bits)
     outs = _resolve("--output-type", p.output_type, list(graph.output_names or graph.outputs), default, bits)
+    if p.inference_type == "uint8":  # int8 until the quantize stage moves the whole model to uint8
+        return [default] * len(ins), [default] * len(outs)
     return ins, outs
 
 

@@ -27,7 +27,9 @@ from qconvert.ops.table import (
     is_custom,
     requant,
     row,
+    uint8_version,
 )
 
 __all__ = ["CLAMPS", "CUSTOM", "HARD_SWISH_GATE", "PRELU_GATE", "TABLE", "Form16", "Made", "OpRow", "Rule",
-           "float_operands", "float_version", "int8_version", "is_custom", "requant", "row"]
+           "float_operands", "float_version", "int8_version", "is_custom", "requant", "row",
+           "uint8_version"]

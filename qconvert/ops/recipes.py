@@ -190,6 +190,8 @@ def lookup_table(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]
     x = _input(ins, 0)
     if row.lut is None:
         raise ValueError(f"{row.name}: its row names no table function (lut)")
+    if out.dtype == "uint8":  # TFLite's older uint8 kernel: a table over [0, 255]
+        return {"table": qm.activation_table(row.lut, x.s, x.zp, out.s, out.zp, "uint8"), "clamp": (0, 255)}
     return {"table": qm.activation_table(row.lut, x.s, x.zp, out.s, out.zp), "clamp": (-128, 127)}
 
 

@@ -96,6 +96,9 @@ class OpRow:
     lut: Callable[[Any], Any] | None = None  # the float32 function whose int8 table its kernel builds (LUTPopulate)
     # the integer forms `run` executes besides int8 (its kernel in qconvert/runtime/kernels.py's KERNELS)
     uint8: bool = False  # TFLite's older uint8 form: the int8 kernel with bounds 0..255
+    # uint8 (--inference-type uint8): the kernel rescales inputs whose parameters differ from the output's,
+    # so TensorFlow's uint8 path keeps each input's own (no requantize): CONCATENATION (measured on TF 2.21)
+    uint8_rescales_inputs: bool = False
     int8_to_int16: bool = False  # int8 in, int16 out (TFLite Micro's SOFTMAX)
     int32_shapes: bool = False  # on int32 shape values (SHAPE → PACK → RESHAPE in other files)
     index_output: bool = False  # its output is an int32/int64 index or shape, with no parameters
@@ -208,7 +211,7 @@ TABLE: dict[str, OpRow] = dict([
     _row("RESIZE_BILINEAR", Rule.SAME_SCALE, 2, uint8=True, float_inputs=(0,), kernel=fk.resize_bilinear,
          version=r.resize_bilinear_version),
     _row("REDUCE_MAX", Rule.SAME_SCALE, 2, float_inputs=(0,), kernel=fk.reduce_max),
-    _row("CONCATENATION", Rule.SAME_SCALE, 2, uint8=True, int32_shapes=True, kernel=fk.concatenation, folds=True),
+    _row("CONCATENATION", Rule.SAME_SCALE, 2, uint8=True, uint8_rescales_inputs=True, int32_shapes=True, kernel=fk.concatenation, folds=True),
     _row("PACK", Rule.SAME_SCALE, 2, uint8=True, int32_shapes=True, kernel=fk.pack, folds=True),
     # regrouped from per-output STRIDED_SLICEs once int8 (quantize_pass/regroup.py)
     _row("SPLIT", Rule.SAME_SCALE, 2, made=Made.INT8, uint8=True, float_inputs=(1,)),
@@ -221,9 +224,9 @@ TABLE: dict[str, OpRow] = dict([
     _row("PAD", Rule.SAME_SCALE, 2, uint8=True, float_inputs=(0,), kernel=fk.pad, folds=True, zero_pads=True),
     _row("SOFTMAX", Rule.FIXED, 2, uint8=True, int8_to_int16=True, fixed=(1.0 / 256.0, -128),
          fixed16=(1.0 / 32768.0, 0), kernel=fk.softmax, requant=r.softmax, requant16=r.softmax16),
-    _row("LOGISTIC", Rule.FIXED, 2, fixed=(1.0 / 256.0, -128), fixed16=(1.0 / 32768.0, 0), kernel=fk.logistic,
+    _row("LOGISTIC", Rule.FIXED, 2, uint8=True, fixed=(1.0 / 256.0, -128), fixed16=(1.0 / 32768.0, 0), kernel=fk.logistic,
          lut=qm.logistic_float32, requant=r.lookup_table, requant16=r.logistic_tanh16),
-    _row("TANH", Rule.FIXED, 2, fixed=(1.0 / 128.0, 0), fixed16=(1.0 / 32768.0, 0), kernel=fk.tanh,
+    _row("TANH", Rule.FIXED, 2, uint8=True, fixed=(1.0 / 128.0, 0), fixed16=(1.0 / 32768.0, 0), kernel=fk.tanh,
          lut=qm.tanh_float32, requant=r.lookup_table, requant16=r.logistic_tanh16),
     # int16 → int16: v2 (TF 2.21)
     _row("QUANTIZE", Rule.QUANT, 1, uint8=True, int16_version=2, requant=r.requantize, version=r.quantize_version),
@@ -324,6 +327,16 @@ def float_version(op: str, options: Mapping[str, Any], operands: Sequence[bool] 
     ``operands``: whether each operand slot is given (an optional bias)."""
     r_ = TABLE.get(op)
     return r_.float_version(options, operands) if r_ is not None and r_.float_version is not None else 1
+
+
+def uint8_version(op: str, options: Mapping[str, Any], operands: Sequence[bool] = ()) -> int:
+    """The version TensorFlow writes for the uint8 form of ``op`` (``inference_type=tf.uint8``):
+    TFLite's version rules give uint8 the float form's version (1, or higher only for options such
+    as FULLY_CONNECTED's keep_num_dims: 5), QUANTIZE and DEQUANTIZE 1 (measured on TF 2.21)."""
+    r_ = TABLE.get(op)
+    if r_ is not None and r_.rule is Rule.QUANT:
+        return 1
+    return float_version(op, options, operands)
 
 
 def int8_version(op: str, operands: Callable[[], tuple[Sequence[Operand | None], Operand]],

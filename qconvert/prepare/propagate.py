@@ -105,6 +105,28 @@ def _refuse_per_channel(graph: Graph, node: Node, w: str) -> None:
         f"per-tensor weight FakeQuants (tfmot: per_axis=False) or drop --per-tensor-weights")
 
 
+def _uint8_weights(graph: Graph, node: Node, w: str) -> None:
+    """``--inference-type uint8``: weights without FakeQuant get TensorFlow's uint8 parameters,
+    per tensor over [min(w, 0), max(w, 0)] on the narrow grid [1, 255], asymmetric, whatever
+    ``--per-tensor-weights`` says (measured on TF 2.21); per-channel weight FakeQuants are an
+    error: LiteRT's uint8 CONV_2D refuses per-channel weights at Prepare (TensorFlow 2.21 writes
+    them anyway)."""
+    pair = dequantized_from(graph, w)
+    if pair is None and graph.is_const(w):
+        v = graph.const(w)
+        lo = min(0.0, float(v.min())) if v.size else 0.0
+        hi = max(0.0, float(v.max())) if v.size else 0.0
+        insert_qdq_on_edge(graph, node, row(node.op).operand_slots[1],  # type: ignore[union-attr]
+                           qm.fake_quant_params(lo, hi, 8, narrow_range=True), Origin.WEIGHT_VALUES)
+        return
+    if pair is not None and graph.tensors[pair[0].outputs[0]].quant.per_channel:
+        raise ConversionError(
+            f"{node.op} '{node.name}': weight '{pair[0].inputs[0]}' is quantized per channel (a per-channel FakeQuant, "
+            f"or a BatchNorm folded into a per-tensor one), and LiteRT cannot run a uint8 {node.op} with per-channel "
+            f"weights (TensorFlow writes it; LiteRT refuses it at Prepare): train with per-tensor weight FakeQuants "
+            f"(tfmot per_axis=False, TF1 fake_quant_with_min_max_vars), or use --inference-type int8")
+
+
 Touched = list[Node]
 
 
@@ -134,6 +156,9 @@ def _weighted(graph: Graph, node: Node, ctx: Context) -> Touched | None:
     r = row(node.op)
     xs, ws, bs = r.operand_slots  # type: ignore[union-attr]
     w = node.inputs[ws]
+    if ctx.options.precision.inference_type == "uint8":
+        _uint8_weights(graph, node, w)
+        w = node.inputs[ws]
     if params_in(graph, w) is None and graph.is_const(w):
         insert_qdq_on_edge(graph, node, ws, weight_params(graph.const(w), _weight_axis(node, ctx),
                                                           _weight_bits(node, ctx)), Origin.WEIGHT_VALUES)
@@ -270,6 +295,16 @@ def _same_scale(graph: Graph, node: Node, ctx: Context) -> Touched | None:
         if any(state is None and not graph.is_const(node.inputs[i]) for i, state in zip(slots, operands)):
             return None
         chosen = result[0]
+    if ctx.options.precision.inference_type == "uint8" and row(node.op).uint8_rescales_inputs \
+            and result is not None and result[1] and len(slots) > 1:  # type: ignore[union-attr]
+        # uint8: TensorFlow's CONCATENATION keeps each input's parameters (its uint8 kernel rescales
+        # them) and takes its own FakeQuant's; an input still to come is waited for
+        if any(state is None and not graph.is_const(node.inputs[i]) for i, state in zip(slots, operands)):
+            return None
+        for slot, state in zip(slots, operands):
+            if state is None:
+                insert_qdq_on_edge(graph, node, slot, result[0], Origin.PROPAGATED)
+        return []
     if chosen is None:
         return None
     touched: Touched = []

@@ -41,7 +41,8 @@ def check_quantizable(graph: Graph, ctx: Context) -> bool:
             prod = graph.producer(name)
             if graph.tensors[name].dtype == "float32" and not is_dequantize(prod):
                 missing.setdefault(name, []).append(node)
-        if r.symmetric_weights and len(node.inputs) > 1:
+        # (the uint8 kernels take any weight zero point: --inference-type uint8)
+        if r.symmetric_weights and len(node.inputs) > 1 and ctx.options.precision.inference_type != "uint8":
             params = params_in(graph, node.inputs[1])
             if params is not None and any(params[0].zero_point):
                 culprits.append(node)

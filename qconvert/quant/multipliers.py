@@ -283,22 +283,25 @@ def gelu_approximate_float32(deq: np.ndarray) -> np.ndarray:
 
 
 def activation_table(transform: Callable[[np.ndarray], np.ndarray], in_scale: float, in_zp: int,
-                     out_scale: float, out_zp: int) -> list[int]:
+                     out_scale: float, out_zp: int, dtype: str = "int8") -> list[int]:
     """The 256-entry int8 table TFLite's reference kernels build for an element-wise function
     (``LUTPopulate``, lite/kernels/internal/common.h), indexed by ``uint8(x)``: all in float32,
     ``deq = in_scale * float(x - in_zp)``, ``t = transform(deq)`` (one of the ``*_float32``
     functions above: LOGISTIC, TANH, GELU and its tanh form), ``q = int(round_half_away(t * (1 /
-    out_scale)) + float(out_zp))``, clamped to int8."""
+    out_scale)) + float(out_zp))``, clamped to int8. ``dtype="uint8"`` (the uint8 kernel's table,
+    TFLite's older files): x and the clamp over [0, 255], each entry stored as the int8 of its bit
+    pattern (the requant record holds int8)."""
     f = np.float32
-    x = np.arange(-128, 128, dtype=np.int32)
+    lo, hi = (0, 255) if dtype == "uint8" else (-128, 127)
+    x = np.arange(lo, hi + 1, dtype=np.int32)
     deq = f(in_scale) * (x - int(in_zp)).astype(f)
     with np.errstate(over="ignore"):
         t = np.asarray(transform(deq), dtype=f)
     r = round_half_away_array((t * (f(1) / f(out_scale))).astype(f))
-    q = np.clip((r + f(out_zp)).astype(np.int64), -128, 127)
+    q = np.clip((r + f(out_zp)).astype(np.int64), lo, hi)
     table = np.empty(256, dtype=np.int64)
     table[x.astype(np.uint8)] = q  # index = the input's bit pattern
-    return [int(v) for v in table]
+    return [int(v) for v in table.astype(np.uint8).view(np.int8)]
 
 
 def _sat_shift_left(raw: int, exponent: int) -> int:

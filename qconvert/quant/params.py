@@ -238,6 +238,22 @@ def input_range_params(lo: float, hi: float) -> QuantParams:
     return input_stats_params(mean, std)
 
 
+def input_range_params_uint8(lo: float, hi: float) -> QuantParams:
+    """The type of a graph input of a whole-uint8 model (``inference_type=tf.uint8``) whose float
+    range is [lo, hi], given to TF as ``quantized_input_stats`` in the UNSIGNED domain:
+    std=255/(hi-lo), mean=-lo*std (float32), min=(0-mean)/std, max=(255-mean)/std, nudged on
+    [0, 255]. Returned in int8 storage (zero point - 128), as the pipeline carries it until the
+    uint8 shift: the zero point can differ by one from :func:`input_range_params`' + 128 where the
+    signed and unsigned means round differently (for [-1, 1]: 128 here, -1 + 128 there)."""
+    if not hi > lo:
+        raise ValueError(f"input range [{lo}, {hi}] is empty")
+    std_d = _as_f32_double(255.0 / (hi - lo))
+    mean_d = _as_f32_double(-lo * (255.0 / (hi - lo)))
+    rmin, rmax = _expand_very_small_range((0.0 - mean_d) / std_d, (255.0 - mean_d) / std_d)
+    scale, zp = _nudged_scale_and_zero_point(0, 255, rmin, rmax)
+    return QuantParams(scale=(scale,), zero_point=(zp - 128,), axis=None, qmin=-128, qmax=127, dtype="int8")
+
+
 
 def _axis_shape(x: np.ndarray, axis: int, n: int) -> tuple[int, ...]:
     ax = axis % x.ndim

@@ -1,7 +1,8 @@
 """The ``quantize`` stage, last: op versions, tidy tensor names, and the requantization records.
 
 1. Each op gets the version TensorFlow writes for its int8 form (the op table's; MUL is
-   version 3 when its rescale factor in1·in2/out is at least 1).
+   version 3 when its rescale factor in1·in2/out is at least 1), or its uint8 form under
+   ``--inference-type uint8``.
 2. Quantized tensors named ``x/q`` take back the name ``x`` where it is free.
 3. For every op that rescales, the integer multiplier(s) and shift(s) TFLite's kernels
    compute in Prepare, with the activation clamp (``qconvert.ops.requant``), go to
@@ -16,7 +17,7 @@ from qconvert.errors import ConversionError
 from qconvert.ir import Graph, Node
 from qconvert.ir.passes import Context
 from qconvert.ir.qdq import is_dequantize, is_quantize
-from qconvert.ops import int8_version, requant, row
+from qconvert.ops import int8_version, requant, row, uint8_version
 from qconvert.quant.requant import Operand, operand
 from qconvert.quantize_pass.graph_io import rename_tensors
 
@@ -45,6 +46,9 @@ def assign_versions(graph: Graph, ctx: Context) -> bool:
             node.attrs = {}  # bookkeeping (who set the parameters) is not a TFLite option
         if node in ctx.float_ops:
             node.version = 1
+            continue
+        if ctx.options.precision.inference_type == "uint8":
+            node.version = uint8_version(node.op, node.attrs, [bool(t) for t in node.inputs])
             continue
         node.version = int8_version(node.op, lambda: _operands(graph, node), node.attrs)  # noqa: B023
     return True

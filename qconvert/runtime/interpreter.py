@@ -361,6 +361,9 @@ class IntegerModel:
             input_zps=[self._zp(i) if i >= 0 else 0 for i in op.inputs], output_zp=self._zp(op.outputs[0]),
             output_shape=tuple(out.shape), record=self.records.get(k),
             integer_fully_connected=self.integer_fully_connected, output_dtype=out.dtype,
+            input_scales=[float(self.tensors[i].scale[0]) if i >= 0 and self.tensors[i].scale else 0.0
+                          for i in op.inputs],
+            output_scale=float(out.scale[0]) if out.scale else 0.0,
         )
         try:
             with rounding(self.rounding):

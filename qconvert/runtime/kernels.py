@@ -39,6 +39,7 @@ from qconvert.ops.windows import (
     windows,
 )
 from qconvert.runtime import lstm, reduce, svdf, transcendental, transcendental16
+from qconvert.quant.rounding import round_half_away_array
 from qconvert.runtime.int_math import I64, current_rounding, mbqm, mbqm_int64, scale_by_binary64
 
 
@@ -55,6 +56,9 @@ class OpCall:
     record: Any | None  # RequantRecord
     integer_fully_connected: bool = False  # FULLY_CONNECTED by the 31-bit multiplier, not the wide factor
     output_dtype: str = "int8"  # "int16" in a 16x8 file
+    # per-tensor scales as stored (float32), for the uint8 kernels that rescale in float (CONCATENATION)
+    input_scales: list[float] = field(default_factory=list)
+    output_scale: float = 0.0
     states: dict[int, np.ndarray] = field(default_factory=dict)  # filled by a kernel: new VARIABLE inputs, by slot
 
     @property
@@ -384,8 +388,25 @@ def shape(call: OpCall) -> np.ndarray:
 
 
 def concatenation(call: OpCall) -> np.ndarray:
+    """Inputs joined along the axis. A uint8 input whose parameters differ from the output's is
+    rescaled first, as LiteRT's uint8 kernel does (ConcatenationWithScaling, float32):
+    ``round_half_away(x · s + b) + zp_out`` clamped to [0, 255], with ``s = s_in · (1 / s_out)`` and
+    ``b = -zp_in · s``."""
     axis = int(call.options.get("axis", 0))
-    return np.concatenate([x for x in call.inputs if x is not None], axis=axis)
+    parts = []
+    for k, x in enumerate(call.inputs):
+        if x is None:
+            continue
+        if call.output_dtype == "uint8" and k < len(call.input_scales) and (
+                np.float32(call.input_scales[k]) != np.float32(call.output_scale)
+                or call.input_zps[k] != call.output_zp):
+            f = np.float32
+            scale = f(f(call.input_scales[k]) * (f(1) / f(call.output_scale)))
+            bias = f(f(-call.input_zps[k]) * scale)
+            v = (x.astype(f) * scale + bias).astype(f)
+            x = np.clip(round_half_away_array(v).astype(np.int64) + call.output_zp, 0, 255).astype(np.uint8)
+        parts.append(x)
+    return np.concatenate(parts, axis=axis)
 
 
 def pack(call: OpCall) -> np.ndarray:

@@ -116,6 +116,8 @@ def _lookup(call: Any) -> np.ndarray:
         raise KernelError(f"operator {call.index} ({call.builtin} '{call.name}') has no 256-entry lookup table "
                           "in the file's qconvert_requant metadata; `qconvert run` needs a file qconvert wrote")
     lut = np.asarray(table, dtype=np.int8)
+    if call.output_dtype == "uint8":  # a uint8 kernel's table: entries are uint8 bit patterns
+        lut = lut.view(np.uint8)
     return lut[call.inputs[0].astype(np.uint8)]
 
 

@@ -200,6 +200,12 @@ RULES: tuple[Rule, ...] = (
        "fails", "float activations need float weights (no hybrid, dynamic-range kernels)",
        "tensorflow/lite/micro/kernels/conv_common.cc, depthwise_conv_common.cc (\"Hybrid models are not supported on "
        "TFLite Micro\"), fully_connected.cc Prepare", "quantize the activations too (a full-integer file)"),
+    _r(("tflm",), "uint8", "feature_map_dtype", {"dtypes": ("uint8",), "only": ("CONV_2D", "AVERAGE_POOL_2D", "MUL")},
+       "fails", "these kernels take no uint8 feature maps (TFLite Micro dropped most uint8 kernels; its "
+       "DEPTHWISE_CONV_2D still prepares one)",
+       _MEASURED_TFLM + " on whole-uint8 files (--inference-type uint8, TensorFlow's QUANTIZED_UINT8): CONV_2D "
+       "\"Hybrid models are not supported on TFLite Micro\", AVERAGE_POOL_2D and MUL \"Type UINT8 (3) not "
+       "supported\"", "convert with --inference-type int8 (and --input-type uint8 for a uint8 boundary)"),
     _r(("tflm",), "float16", "tensor_dtype", {"dtypes": ("float16",)}, "fails",
        "DEQUANTIZE takes int8, int16 and uint8 inputs: float16 constants (--weights float16) fail at allocation",
        _MEASURED_TFLM + " (dequantize_common.cc: \"input->type == kTfLiteInt8 || ... kTfLiteUInt8 was not true\") "
