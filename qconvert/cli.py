@@ -84,7 +84,7 @@ def _option_flags(command: str) -> Any:
 @click.group(cls=_DefaultToConvert, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="qconvert", message="qconvert %(version)s")
 def cli() -> None:
-    """Convert TensorFlow QAT graphs (.pb) to fully-int8 TFLite models.
+    """Convert TensorFlow graphs (.pb, SavedModel, Keras) to integer TFLite models.
 
     \b
     qconvert MODEL.pb --inputs-range input=-1,1      (same as: qconvert convert ...)
