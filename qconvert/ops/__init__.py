@@ -21,6 +21,7 @@ from qconvert.ops.table import (
     TABLE,
     OpRow,
     Rule,
+    custom_row,
     float_operands,
     float_version,
     int8_version,
@@ -31,5 +32,5 @@ from qconvert.ops.table import (
 )
 
 __all__ = ["CLAMPS", "CUSTOM", "HARD_SWISH_GATE", "PRELU_GATE", "TABLE", "Form16", "Made", "OpRow", "Rule",
-           "float_operands", "float_version", "int8_version", "is_custom", "requant", "row",
+           "custom_row", "float_operands", "float_version", "int8_version", "is_custom", "requant", "row",
            "uint8_version"]

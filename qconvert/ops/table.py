@@ -19,8 +19,9 @@ recipe in ``recipes.py`` if it rescales, its integer kernel, its TensorFlow op);
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from qconvert import quant as qm
 from qconvert.ops import float_kernels as fk
@@ -105,6 +106,9 @@ class OpRow:
     # `run` executes it on raw values of any element type its LiteRT kernel takes (runtime/interpreter.py's
     # RAW_TYPES: bool, 8- to 64-bit integers, float32/64), reading no quantization parameters (CAST, TILE)
     any_type: bool = False
+    # a TFLite custom op, filed under its custom code (the file's operator is CUSTOM): `run` executes it on
+    # float32 operands with the options of its FlexBuffer map (TFLite_Detection_PostProcess)
+    custom: bool = False
     made: Made = Made.FLOAT
     # constant folding, identities (fold)
     kernel: Callable[..., Any] | None = None  # float32 kernel: kernel(node, *values)
@@ -258,6 +262,9 @@ TABLE: dict[str, OpRow] = dict([
     _row("TILE", Rule.SAME_SCALE, 3, made=Made.OTHERS, uint8=True, int32_shapes=True, any_type=True,
          float_inputs=(0,)),
     _row("CAST", Rule.RAW, 1, made=Made.OTHERS, form16=Form16.NONE, any_type=True),
+    # custom ops `run` executes (the frontend writes any unknown op as CUSTOM, whose node names no row):
+    # the SSD detector's post-processing, float32 in and out, as TF 2.21 writes it (version 1)
+    _row("TFLite_Detection_PostProcess", Rule.RAW, 1, made=Made.OTHERS, form16=Form16.NONE, custom=True),
 ])
 
 # The fused_activation_function values a kernel clamps to (kernel_util.cc).
@@ -274,8 +281,15 @@ CUSTOM = "CUSTOM"
 
 
 def is_custom(op: str) -> bool:
-    """``op`` is a TFLite custom op (its custom code names it), which no row describes."""
+    """``op`` is a TFLite custom op (its custom code names it); the converter's graph holds it as
+    CUSTOM, and only ``run`` looks its custom code up (rows with ``custom``)."""
     return op == CUSTOM
+
+
+def custom_row(builtin: str, custom_code: str | None) -> OpRow | None:
+    """The row of a file's custom operator that ``run`` executes, filed under its custom code."""
+    r_ = TABLE.get(custom_code) if builtin == CUSTOM and custom_code is not None else None
+    return r_ if r_ is not None and r_.custom else None
 
 
 def row(op: str) -> OpRow | None:

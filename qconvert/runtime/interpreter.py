@@ -28,12 +28,15 @@ from typing import Any
 import numpy as np
 
 from qconvert.errors import KernelError, RunError
-from qconvert.ops import Form16, Rule, float_operands, requant, row
+from qconvert.ops import Form16, Rule, custom_row, float_operands, requant, row
 from qconvert.ops.recipes_seq import LSTM_PAIR_CELL_SCALE, unidirectional_sequence_lstm
 from qconvert.quant import round_half_away_array
 from qconvert.quant.requant import operand as requant_operand
 from qconvert.runtime.int_math import ROUNDINGS, rounding
 from qconvert.runtime.kernels import KERNELS, OpCall
+
+CUSTOM_KERNELS = sorted(name for name in KERNELS if custom_row("CUSTOM", name) is not None)
+from qconvert.schema import flexbuffer
 from qconvert.schema.reader import read_model
 from qconvert.schema.requant_metadata import METADATA_NAME, decode
 
@@ -133,13 +136,18 @@ class IntegerModel:
                 raise RunError(f"{METADATA_NAME} record for operator {r.op_index} ({r.builtin}) does not match "
                                "the model's operators")
         self.tensors = self.model.tensors
+        self.custom_options: dict[int, dict[str, Any]] = {}  # the custom ops' decoded options, by operator
         for i, op in enumerate(ops):
             if not op.outputs or any(not -1 <= t < len(self.tensors) for t in op.inputs + op.outputs):
                 raise RunError(f"operator {i} ({op.builtin}) names a tensor the model does not have")
-            if op.custom_code is not None:  # a custom op (ethos-u, SignalWindow, ...)
+            if op.custom_code is not None and custom_row(op.builtin, op.custom_code) is None:  # ethos-u, ...
                 raise RunError(f"operator {i} is the custom op '{_show(op.custom_code or '?')}' "
-                               f"('{self._name(op)}'): `qconvert run` executes TFLite's builtin ops; run this file "
-                               "where that op is registered")
+                               f"('{self._name(op)}'): `qconvert run` executes TFLite's builtin ops and the custom "
+                               f"op{'s' if len(CUSTOM_KERNELS) > 1 else ''} {', '.join(CUSTOM_KERNELS)}; run this "
+                               "file where that op is registered")
+            if custom_row(op.builtin, op.custom_code) is not None:
+                self._check_custom(i, op)
+                continue
             if op.builtin not in KERNELS and not _converts(op):
                 raise RunError(f"operator {i} ({op.builtin} '{self._name(op)}') has no integer kernel; "
                                f"`qconvert run` supports {', '.join(sorted({*KERNELS, 'DEQUANTIZE'}))}")
@@ -234,6 +242,22 @@ class IntegerModel:
         for t in acts:
             if self.tensors[t].dtype in _RANGES and not self.tensors[t].zero_point:
                 raise RunError(f"{self.tensors[t].dtype} tensor '{_show(self.tensors[t].name)}' has no zero point")
+
+    def _check_custom(self, k: int, op: Any) -> None:
+        """A custom op ``run`` executes (its row's ``custom``): float32 operands, every one given (its
+        constants float32 too: the anchors), and options that decode as a FlexBuffer map. Its float32
+        outputs are read by a QUANTIZE (the float boundary) or are the model's outputs."""
+        options = flexbuffer.decode(op.custom_options or b"")
+        if not isinstance(options, dict):
+            raise RunError(f"operator {k} (custom op '{op.custom_code}' '{self._name(op)}'): its custom options are "
+                           "not a FlexBuffer map; LiteRT's kernel reads its attributes from one")
+        self.custom_options[k] = options
+        for i in op.inputs + op.outputs:
+            if i < 0 or self.tensors[i].dtype != "float32":
+                what = "is missing" if i < 0 else f"is {self.tensors[i].dtype} ('{_show(self.tensors[i].name)}')"
+                raise RunError(f"operator {k} (custom op '{op.custom_code}' '{self._name(op)}'): an operand {what}; "
+                               "`qconvert run` executes it on float32 operands (as qconvert and TensorFlow's float "
+                               "files write it)")
 
     def _check_raw_types(self, k: int, op: Any) -> None:
         """An op that copies or converts raw values (the row's ``any_type``: CAST, TILE) takes any of
@@ -344,8 +368,9 @@ class IntegerModel:
             inputs = [self._value(i, values) for i in op.inputs]
         except (ValueError, TypeError) as exc:  # a constant whose bytes do not fit its shape or type
             raise RunError(f"{where}: an input cannot be read: {exc}") from None
+        custom = k in self.custom_options
         for i, v in zip(op.inputs, inputs):
-            if v is not None and self.tensors[i].data is not None and v.dtype.name not in ("int8", "uint8", "int16",
+            if not custom and v is not None and self.tensors[i].data is not None and v.dtype.name not in ("int8", "uint8", "int16",
                                                                                            "int32", "int64"):
                 raise RunError(f"{where}: constant '{_show(self.tensors[i].name)}' is {v.dtype.name}; an integer "
                                "model's constants are int8 weights, int16 operands, int32/int64 biases and shapes")
@@ -355,9 +380,10 @@ class IntegerModel:
             src = self.tensors[op.inputs[0]]
             return ((inputs[0].astype(np.int32) - self._zp(op.inputs[0])).astype(np.float32)
                     * np.float32(src.scale[0])).astype(np.float32)
-        kernel = KERNELS[op.builtin]
+        kernel = KERNELS[op.custom_code if custom else op.builtin]
         call = OpCall(
-            index=k, builtin=op.builtin, name=_show(out.name), options=op.options, inputs=inputs,
+            index=k, builtin=op.builtin, name=_show(out.name), options=self.custom_options.get(k, op.options),
+            inputs=inputs,
             input_zps=[self._zp(i) if i >= 0 else 0 for i in op.inputs], output_zp=self._zp(op.outputs[0]),
             output_shape=tuple(out.shape), record=self.records.get(k),
             integer_fully_connected=self.integer_fully_connected, output_dtype=out.dtype,
@@ -377,6 +403,8 @@ class IntegerModel:
             if len(y) != len(op.outputs):
                 raise RunError(f"{where} computes {len(y)} outputs, the file declares {len(op.outputs)}")
             for value, index in zip(y, op.outputs):
+                if custom and self.tensors[index].shape == ():  # unknown: the kernel sets it, as LiteRT's Prepare
+                    continue
                 if tuple(value.shape) != tuple(self.tensors[index].shape):
                     raise RunError(f"{where} computes shape {list(value.shape)} for output "
                                    f"'{_show(self.tensors[index].name)}', the file declares "

@@ -38,8 +38,8 @@ from qconvert.ops.windows import (
     strided_index,
     windows,
 )
-from qconvert.runtime import lstm, reduce, svdf, transcendental, transcendental16
 from qconvert.quant.rounding import round_half_away_array
+from qconvert.runtime import detection, lstm, reduce, svdf, transcendental, transcendental16
 from qconvert.runtime.int_math import I64, current_rounding, mbqm, mbqm_int64, scale_by_binary64
 
 
@@ -483,6 +483,16 @@ def cast(call: OpCall) -> np.ndarray:
     return np.where(high, int(info.max), np.where(low, int(info.min), inside)).astype(to)
 
 
+def detection_postprocess(call: OpCall) -> list[np.ndarray]:
+    """TFLite_Detection_PostProcess (LiteRT's custom op, ``qconvert.runtime.detection``): float32 box
+    encodings, class scores and anchors in, float32 boxes, classes, scores and count out; ``options``
+    are its FlexBuffer map. The one kernel here that computes in float, as LiteRT's does."""
+    try:
+        return detection.postprocess(*[np.asarray(v) for v in call.inputs], call.options)
+    except detection.DetectionError as exc:
+        raise KernelError(f"operator {call.index} (TFLite_Detection_PostProcess '{call.name}'): {exc}") from None
+
+
 def transpose(call: OpCall) -> np.ndarray:
     return np.transpose(call.inputs[0], [int(v) for v in call.inputs[1]])
 
@@ -594,6 +604,7 @@ KERNELS: dict[str, Callable[[OpCall], np.ndarray]] = {
     "TRANSPOSE": transpose,
     "TILE": tile,  # any element type (the row's any_type)
     "CAST": cast,  # between bool, integers and floats (the row's any_type)
+    "TFLite_Detection_PostProcess": detection_postprocess,  # a custom op, float32 (the row's custom)
     "PAD": pad,
     "SPACE_TO_BATCH_ND": space_to_batch_nd,
     "BATCH_TO_SPACE_ND": batch_to_space_nd,
