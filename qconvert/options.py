@@ -103,34 +103,27 @@ def _choice(values: tuple[Any, ...]) -> Kind:
     return Kind(metavar="|".join(map(str, values)), text=read, value=read)
 
 
-def _integer(minimum: int) -> Kind:
-    def read(v: Any) -> int:
-        try:
-            n = int(v) if isinstance(v, str) else v
-        except ValueError:
-            raise Bad("expected a whole number") from None
-        if not isinstance(n, numbers.Integral) or isinstance(n, bool):
-            raise Bad("expected a whole number")
-        n = int(n)
-        if n < minimum:
-            raise Bad(f"must be at least {minimum}")
-        return n
-    return Kind(metavar="N", text=read, value=read)
+def _number(whole: bool, check: Callable[[float], str | None]) -> Kind:
+    """A number (``whole``: an integer), from text or from Python/TOML, then ``check``ed
+    (it returns why a value is refused, or None)."""
+    cast, base, what = (int, numbers.Integral, "a whole number") if whole else (float, numbers.Real, "a number")
 
-
-def _number(check: Callable[[float], str | None]) -> Kind:
-    def read(v: Any) -> float:
+    def read(v: Any) -> Any:
         try:
-            x = float(v) if isinstance(v, str) else v
+            x = cast(v) if isinstance(v, str) else v
         except ValueError:
-            raise Bad("expected a number") from None
-        if not isinstance(x, numbers.Real) or isinstance(x, bool):
-            raise Bad("expected a number")
-        why = check(float(x))
+            raise Bad(f"expected {what}") from None
+        if not isinstance(x, base) or isinstance(x, bool):
+            raise Bad(f"expected {what}")
+        why = check(cast(x))
         if why:
             raise Bad(why)
-        return float(x)
-    return Kind(metavar="X", text=read, value=read)
+        return cast(x)
+    return Kind(metavar="N" if whole else "X", text=read, value=read)
+
+
+def _integer(minimum: int) -> Kind:
+    return _number(True, lambda n: None if n >= minimum else f"must be at least {minimum}")
 
 
 def _flag() -> Kind:
@@ -370,7 +363,7 @@ class CalibrationOptions:
         help="minmax: min and max over all samples (TensorFlow's); percentile: clip at --percentile; entropy: KL "
              "divergence (TensorRT); mse: the clipping with least quantization error.")
     percentile: float = option(
-        99.99, _number(lambda x: None if 50.0 < x <= 100.0 else "expected a value in (50, 100]"), calibrate=True,
+        99.99, _number(False, lambda x: None if 50.0 < x <= 100.0 else "expected a value in (50, 100]"), calibrate=True,
         help="For --calibration-method percentile.")
     seed: int = option(0, _integer(-2**63), calibrate=True, help="Seed for drawing calibration samples.")
     image_size: tuple[int, int] | None = option(
