@@ -90,19 +90,17 @@ def _weight_axis(node: Node, ctx: Context) -> int | None:
     return None
 
 
-def _refuse_per_channel(graph: Graph, node: Node, w: str) -> None:
-    """Under ``--per-tensor-weights``, a weight whose parameters are already per channel (a
-    per-channel FakeQuant, or a BatchNorm folded into a per-tensor one) is an error: its
-    integers are the trained grid, one scale per channel. (TensorFlow 2.21 ignores
-    ``_experimental_disable_per_channel`` on QAT graphs and writes them per channel.)"""
+def _refuse_per_channel(graph: Graph, node: Node, w: str, why: str, fix: str) -> None:
+    """A weight whose parameters are per channel (a per-channel FakeQuant, or a BatchNorm folded
+    into a per-tensor one) where the file must have one scale: its integers are the trained grid,
+    one scale per channel, so this is an error that says ``why`` and ``fix``."""
     pair = dequantized_from(graph, w)
     if pair is None or not graph.tensors[pair[0].outputs[0]].quant.per_channel:
         return
     raise ConversionError(
         f"{node.op} '{node.name}': weight '{pair[0].inputs[0]}' is quantized per channel by its FakeQuant (a "
-        f"per-channel FakeQuant, or a BatchNorm folded into a per-tensor one), which --per-tensor-weights cannot "
-        f"change without leaving the trained grid (TensorFlow ignores the option on QAT graphs); train with "
-        f"per-tensor weight FakeQuants (tfmot: per_axis=False) or drop --per-tensor-weights")
+        f"per-channel FakeQuant, or a BatchNorm folded into a per-tensor one), {why}; train with per-tensor weight "
+        f"FakeQuants (tfmot: per_axis=False, TF1: fake_quant_with_min_max_vars) or {fix}")
 
 
 def _uint8_weights(graph: Graph, node: Node, w: str) -> None:
@@ -111,20 +109,15 @@ def _uint8_weights(graph: Graph, node: Node, w: str) -> None:
     ``--per-tensor-weights`` says (measured on TF 2.21); per-channel weight FakeQuants are an
     error: LiteRT's uint8 CONV_2D refuses per-channel weights at Prepare (TensorFlow 2.21 writes
     them anyway)."""
-    pair = dequantized_from(graph, w)
-    if pair is None and graph.is_const(w):
+    if dequantized_from(graph, w) is None and graph.is_const(w):
         v = graph.const(w)
         lo = min(0.0, float(v.min())) if v.size else 0.0
         hi = max(0.0, float(v.max())) if v.size else 0.0
         insert_qdq_on_edge(graph, node, row(node.op).operand_slots[1],  # type: ignore[union-attr]
                            qm.fake_quant_params(lo, hi, 8, narrow_range=True), Origin.WEIGHT_VALUES)
         return
-    if pair is not None and graph.tensors[pair[0].outputs[0]].quant.per_channel:
-        raise ConversionError(
-            f"{node.op} '{node.name}': weight '{pair[0].inputs[0]}' is quantized per channel (a per-channel FakeQuant, "
-            f"or a BatchNorm folded into a per-tensor one), and LiteRT cannot run a uint8 {node.op} with per-channel "
-            f"weights (TensorFlow writes it; LiteRT refuses it at Prepare): train with per-tensor weight FakeQuants "
-            f"(tfmot per_axis=False, TF1 fake_quant_with_min_max_vars), or use --inference-type int8")
+    _refuse_per_channel(graph, node, w, f"and LiteRT cannot run a uint8 {node.op} with per-channel weights "
+                        f"(TensorFlow writes it; LiteRT refuses it at Prepare)", "use --inference-type int8")
 
 
 Touched = list[Node]
@@ -163,7 +156,8 @@ def _weighted(graph: Graph, node: Node, ctx: Context) -> Touched | None:
         insert_qdq_on_edge(graph, node, ws, weight_params(graph.const(w), _weight_axis(node, ctx),
                                                           _weight_bits(node, ctx)), Origin.WEIGHT_VALUES)
     elif ctx.options.precision.per_tensor_weights:
-        _refuse_per_channel(graph, node, w)
+        _refuse_per_channel(graph, node, w, "which --per-tensor-weights cannot change without leaving the trained "
+                            "grid (TensorFlow ignores the option on QAT graphs)", "drop --per-tensor-weights")
     b = node.inputs[bs] if bs < len(node.inputs) else None  # TRANSPOSE_CONV may have none
     if b is None or params_in(graph, b) is not None or not graph.is_const(b):
         return []

@@ -210,7 +210,7 @@ def test_per_channel_weights_are_refused_where_tensorflow_writes_what_litert_ref
     with pytest.raises((ValueError, RuntimeError), match=r"input->type == kTfLiteInt8 \|\| input->type == kTfLiteInt16"):
         oracle.run_litert(theirs, _uint8_feeds(theirs, 1)[0])
     pattern = (r"^CONV_2D '.+': weight '.+' is quantized per channel .* LiteRT cannot run a uint8 CONV_2D with "
-               r"per-channel weights .*\(tfmot per_axis=False, TF1 fake_quant_with_min_max_vars\), or use "
+               r"per-channel weights .*\(tfmot: per_axis=False, TF1: fake_quant_with_min_max_vars\) or use "
                r"--inference-type int8$")
     with pytest.raises(ConversionError, match=pattern):
         convert_graph(m.graph_def, dict(m.input_ranges), inputs=m.inputs, outputs=m.outputs, inference_type="uint8")
