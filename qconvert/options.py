@@ -580,8 +580,19 @@ def _build(start: ConvertOptions, groups: Mapping[str, Mapping[str, Any]], where
         raise UsageError(f"{where}: {exc}") from None
 
 
-_NO_16X8 = {"int8": "TensorFlow ignores int8 there and writes int16",
-            "uint8": "LiteRT's QUANTIZE cannot make uint8 from int16"}
+def boundary_problem(flag: str, name: str | None, t: str, bits: int) -> str | None:
+    """Why a model of ``bits``-bit activations cannot have type ``t`` at this boundary (None: it
+    can), one line naming the flag: the options check it for --activations int16, the ``inputs``
+    stage again for a 16-bit QAT graph (legalize/io_types.py)."""
+    where = f"{flag} {name + '=' if name else ''}{t}"
+    if t == "int16" and bits != 16:
+        return f"{where}: int16 is the boundary of a 16x8 model only; add --activations int16 (or use int8, uint8 or " \
+               f"float32)"
+    if bits == 16 and (t == "int8" or t == "uint8" and flag == "--output-type"):
+        return f"{where}: a 16x8 model gives int16 or float32 (and takes uint8 too); " + (
+            "TensorFlow ignores int8 there and writes int16" if t == "int8"
+            else "LiteRT's QUANTIZE cannot make uint8 from int16")
+    return None
 
 
 def _check(o: ConvertOptions) -> None:
@@ -623,9 +634,9 @@ def _check(o: ConvertOptions) -> None:
     for flag, types in (("--input-type", p.input_type), ("--output-type", p.output_type)):
         for name, t in types.items():
             where = f"{flag} {name + '=' if name else ''}{t}"
-            if p.activations == "int16" and (t == "int8" or t == "uint8" and flag == "--output-type"):
-                raise UsageError(f"{where}: a 16x8 model (--activations int16) gives int16 or float32 (and takes "
-                                 f"uint8 too); {_NO_16X8[t]}")
+            problem = boundary_problem(flag, name, t, 16) if p.activations == "int16" else None
+            if problem:
+                raise UsageError(problem)
             if p.dynamic_range and t != "float32":
                 raise UsageError(f"{where}: {p.dynamic_range_flag} keeps activations float, so inputs and outputs are "
                                  f"float32; drop {flag}")

@@ -16,6 +16,7 @@ from typing import Mapping
 from qconvert.errors import UsageError
 from qconvert.ir import Graph
 from qconvert.ir.passes import Context
+from qconvert.options import boundary_problem
 
 
 def _resolve(flag: str, types: Mapping[str | None, str], names: list[str], default: str, bits: int) -> list[str]:
@@ -30,14 +31,9 @@ def _resolve(flag: str, types: Mapping[str | None, str], names: list[str], defau
                              f"{flag[2:-5]}s are: {', '.join(names)}")
         out[known[key]] = t
     for name, t in types.items():
-        where = f"{flag} {name + '=' if name else ''}{t}"
-        if t == "int16" and bits != 16:
-            raise UsageError(f"{where}: int16 is the boundary of a 16x8 model only; add --activations int16 "
-                             f"(or use int8, uint8 or float32)")
-        if bits == 16 and (t == "int8" or t == "uint8" and flag == "--output-type"):
-            raise UsageError(f"{where}: a 16x8 model gives int16 or float32 (and takes uint8 too); " + (
-                "TensorFlow ignores int8 there and writes int16" if t == "int8"
-                else "LiteRT's QUANTIZE cannot make uint8 from int16"))
+        problem = boundary_problem(flag, name, t, bits)
+        if problem:
+            raise UsageError(problem)
     return out
 
 

@@ -34,11 +34,11 @@ from qconvert.quant import round_half_away_array
 from qconvert.quant.requant import operand as requant_operand
 from qconvert.runtime.int_math import ROUNDINGS, rounding
 from qconvert.runtime.kernels import KERNELS, OpCall
-
-CUSTOM_KERNELS = sorted(name for name in KERNELS if custom_row("CUSTOM", name) is not None)
 from qconvert.schema import flexbuffer
 from qconvert.schema.reader import read_model
 from qconvert.schema.requant_metadata import METADATA_NAME, decode
+
+CUSTOM_KERNELS = sorted(name for name in KERNELS if custom_row("CUSTOM", name) is not None)  # run executes these
 
 RUNTIMES = ("litert-ref", "tflm")  # whose integer arithmetic `run` reproduces
 MAX_ELEMENTS = 1 << 28  # per tensor: a damaged shape is refused, not allocated
