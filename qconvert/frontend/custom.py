@@ -6,7 +6,7 @@
 What TensorFlow 2.21's converter writes, measured (``tests/e2e/test_custom_ops.py``): the custom
 code is the TF op name; the options are a FlexBuffer map of the node's attributes whose names do
 not start with ``_`` (keys sorted), ints as Int, floats as Float, bools as Bool, strings as String,
-a ``type`` attribute as the TFLite TensorType number (float32 = 0); every output is float32 with
+a ``type`` attribute as the TFLite TensorType number (float32 = 0; the writer maps it); every output is float32 with
 an empty shape (its shape is unknown to the converter). The writer encodes the map
 (``qconvert.schema``); here the node keeps it as ``(key, kind, value)`` triples.
 
@@ -21,11 +21,6 @@ from qconvert.errors import ConversionError
 from qconvert.frontend.graphdef import RawNode
 from qconvert.ir import Graph, Node, Tensor
 from qconvert.ops import CUSTOM
-
-# TFLite's TensorType numbers (schema.fbs), which TensorFlow writes for a `type` attribute.
-_TENSOR_TYPES = {"float32": 0, "float16": 1, "int32": 2, "uint8": 3, "int64": 4, "string": 5, "bool": 6,
-                 "int16": 7, "complex64": 8, "int8": 9, "float64": 10, "complex128": 11, "uint64": 12,
-                 "uint32": 15, "uint16": 16}
 
 _KINDS = {"i": "int", "f": "float", "b": "bool", "s": "string"}
 
@@ -50,8 +45,8 @@ def custom_options(raw: RawNode) -> tuple[tuple[str, str, object], ...]:
         kind, value = raw.kinds.get(key, ""), raw.attrs[key]
         if kind in _KINDS and not (kind == "s" and isinstance(value, bytes)):
             entries.append((key, _KINDS[kind], value))
-        elif kind == "type" and value in _TENSOR_TYPES:
-            entries.append((key, "int", _TENSOR_TYPES[value]))
+        elif kind == "type":  # written as TFLite's TensorType number (the writer knows the schema's codes)
+            entries.append((key, "type", value))
         elif kind:
             raise ConversionError(
                 f"node '{raw.name}' ({raw.op}): attribute '{key}' is a {kind if kind != 's' else 'non-UTF-8 string'} "

@@ -3,7 +3,7 @@
 TensorFlow 2.21 writes a custom op's attributes as one FlexBuffer map (keys sorted,
 widths picked by flexbuffers' builder); ``flatbuffers.flexbuffers`` builds the same bytes (checked byte for byte against TensorFlow's files in
 ``tests/e2e/test_custom_ops.py``). Entries are ``(key, kind, value)`` with kind
-"int", "float", "bool" or "string".
+"int", "float", "bool", "string" or "type" (a dtype name, written as its TensorType number).
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from flatbuffers import flexbuffers
+
+from qconvert.schema.codes import TENSOR_TYPES
 
 
 def encode(entries: Sequence[tuple[str, str, Any]]) -> bytes:
@@ -28,8 +30,11 @@ def encode(entries: Sequence[tuple[str, str, Any]]) -> bytes:
                 builder.Float(key, float(value))
             elif kind == "string":
                 builder.String(key, str(value))
+            elif kind == "type" and value in TENSOR_TYPES:
+                builder.Int(key, TENSOR_TYPES[value])
             else:
-                raise ValueError(f"custom option '{key}': kind {kind!r} is not int, float, bool or string")
+                raise ValueError(f"custom option '{key}': {kind} {value!r} is not an int, float, bool, string or "
+                                 f"TFLite tensor type")
     return bytes(builder.Finish())
 
 

@@ -30,6 +30,7 @@ import flatbuffers
 import numpy as np
 from ai_edge_litert import schema_py_generated as schema
 
+from qconvert.errors import ConversionError
 from qconvert.ir import Graph, Node, QuantParams, Tensor
 from qconvert.schema.codes import (  # noqa: F401  (the names tests and tools know from here)
     BUILTIN_CODES,
@@ -563,7 +564,11 @@ def _operator(node: Node, opcode_index: int, index: dict[str, int]) -> schema.Op
     fo.inputs = np.array([index[i] if i else -1 for i in node.inputs], dtype="<i4")
     fo.outputs = np.array([index[o] for o in node.outputs], dtype="<i4")
     if _custom_code(node) is not None:
-        fo.customOptions = np.frombuffer(flexbuffer.encode(node.attrs.get("custom_options", ())), np.uint8)
+        try:
+            fo.customOptions = np.frombuffer(flexbuffer.encode(node.attrs.get("custom_options", ())), np.uint8)
+        except ValueError as exc:  # an attribute TFLite's options cannot hold (a type it has no number for)
+            raise ConversionError(f"node '{node.name}' ({_custom_code(node)}): {exc}; qconvert writes int, float, "
+                                  f"bool, string and TFLite tensor type attributes into a custom op's options") from None
         fo.customOptionsFormat = schema.CustomOptionsFormat.FLEXBUFFERS
         return fo
     options = _operator_options(node)

@@ -4,6 +4,8 @@ TFLite_Detection_PostProcess (recorded from ``from_frozen_graph(..., allow_custo
 
 from __future__ import annotations
 
+import pytest
+
 from qconvert.schema.flexbuffer import decode, encode
 
 # TensorFlow 2.21's custom options for the fixture's TFLite_Detection_PostProcess (fast NMS).
@@ -31,10 +33,15 @@ def test_ssd_options_equal_tensorflows_bytes() -> None:
 
 
 def test_string_and_type_options_equal_tensorflows_bytes() -> None:
-    entries = [("T", "int", 0), ("alpha", "float", 0.25), ("count", "int", 3), ("flag", "bool", True),
+    entries = [("T", "type", "float32"), ("alpha", "float", 0.25), ("count", "int", 3), ("flag", "bool", True),
                ("mode", "string", "fast")]
     assert encode(entries) == _TF_MY_OP
     assert decode(_TF_MY_OP) == {"T": 0, "alpha": 0.25, "count": 3, "flag": True, "mode": "fast"}
+
+
+def test_a_type_tflite_has_no_number_for_is_refused() -> None:
+    with pytest.raises(ValueError, match="'T': type 'qint8' is not an int, float, bool, string or TFLite tensor"):
+        encode([("T", "type", "qint8")])
 
 
 def test_decode_of_other_bytes_is_none() -> None:
