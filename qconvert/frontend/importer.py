@@ -16,7 +16,7 @@ import numpy as np
 
 from qconvert.errors import ConversionError, UsageError
 from qconvert.frontend.const_eval import CONST_EVAL, CONST_ONLY, evaluate, shape_of
-from qconvert.frontend.custom import add_custom, custom_ports
+from qconvert.frontend.custom import add_custom, check_known_shape, custom_ports
 from qconvert.frontend.graphdef import RawNode
 from qconvert.frontend.tf_ops import (
     MULTI_OUTPUT,
@@ -89,11 +89,14 @@ def import_graph(
     _add_cut_inputs(graph, inputs or [], cut, by_name, shapes)
     alias: dict[str, str] = {}
     ports = custom_ports(nodes, out_refs) if allow_custom_ops else {}
+    unknown: dict[str, str] = {}  # a tensor of unknown shape → the custom op it comes from
     for name in order:
         raw = by_name[name]
         if allow_custom_ops and is_unknown(raw.op) and name not in input_set:
-            add_custom(graph, raw, _data_inputs(graph, raw, alias), ports.get(name, 1))
+            unknown.update(dict.fromkeys(add_custom(graph, raw, _data_inputs(graph, raw, alias), ports.get(name, 1)), name))
             continue
+        if unknown and raw.op not in STRUCTURAL and raw.op not in ("Const", "Placeholder", "NoOp"):
+            check_known_shape(raw, _data_inputs(graph, raw, alias), unknown)
         _add_node(graph, raw, alias, input_set, shapes)
     _set_outputs(graph, out_refs, alias)
     return graph

@@ -25,11 +25,15 @@ from tests.fixtures import oracle, ssd  # noqa: E402
 _TYPES = {0: "float32", 2: "int32", 3: "uint8", 9: "int8"}
 
 
+_REGISTERED: set[str] = set()  # TensorFlow aborts the process when an op is registered twice
+
+
 def _tf_convert(model: ssd.CorpusModel, custom_opdef: str | None = None) -> bytes:
-    if custom_opdef is not None:
+    if custom_opdef is not None and custom_opdef not in _REGISTERED:
         from tensorflow.lite.python.convert import register_custom_opdefs
 
         register_custom_opdefs([custom_opdef])
+        _REGISTERED.add(custom_opdef)
     return oracle.tf_convert(model, allow_custom_ops=True)
 
 
@@ -107,7 +111,7 @@ def test_ssd_custom_op_as_tensorflow_writes_it(ssd_pair: tuple[bytes, bytes]) ->
     ours, theirs = ssd_pair
     for data in (ours, theirs):
         (post,) = [op for op in _operators(data) if op[0].startswith("custom:")]
-        assert post[0] == "custom:b'TFLite_Detection_PostProcess'" and post[1] == 1
+        assert post[0] == "custom:TFLite_Detection_PostProcess" and post[1] == 1
         options = flexbuffer.decode(post[2])
         expected = {k: v for k, (_, v) in ssd.postprocess_attrs(bool(options["use_regular_nms"])).items()
                     if not k.startswith("_")}
@@ -146,3 +150,78 @@ def test_unknown_op_with_every_attribute_kind() -> None:
     _same_operators(ours, theirs)  # (LiteRT has no MyCustomOp kernel: nothing to run)
     graph = oracle._model_t(ours).subgraphs[0]
     assert [graph.tensors[i].type for i in graph.outputs] == [0]  # float32 out of the model, as TensorFlow's
+
+
+# ------------------------------------------------- an op after a custom op: its input's shape
+
+def _custom_mid_graph(with_shapes: bool) -> ssd.CorpusModel:
+    """input → FakeQuant → MyCustomOp → FakeQuant [-2, 2] → conv 3×3 (FakeQuant'd weights) → ReLU
+    → FakeQuant: an op that needs the custom op's output shape. ``with_shapes``: the custom node
+    carries ``_output_shapes`` as ``tf.io.write_graph(..., add_shapes=True)`` writes it."""
+    head, tail = tf.Graph(), tf.Graph()
+    with head.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [1, 8, 8, 3], name="input")
+        tf.quantization.fake_quant_with_min_max_args(x, -1.0, 1.0, name="fq0")
+    with tail.as_default():
+        y = tf.compat.v1.placeholder(tf.float32, [1, 8, 8, 3], name="custom")
+        y = tf.quantization.fake_quant_with_min_max_args(y, -2.0, 2.0, name="fq1")
+        w = np.random.default_rng(0).normal(size=[3, 3, 3, 4]).astype(np.float32)
+        w = tf.quantization.fake_quant_with_min_max_args(tf.constant(w), -3.0, 3.0, narrow_range=True, name="fqw")
+        z = tf.nn.relu(tf.nn.conv2d(y, w, 1, "SAME"))
+        tf.quantization.fake_quant_with_min_max_args(z, 0.0, 6.0, name="output")
+    gd = head.as_graph_def()
+    node = gd.node.add()
+    node.name, node.op = "custom", "MyCustomOp"
+    node.input.append("fq0")
+    node.attr["alpha"].f, node.attr["count"].i, node.attr["flag"].b = 0.5, 2, False
+    node.attr["mode"].s, node.attr["T"].type = b"x", 1
+    if with_shapes:
+        shape = node.attr["_output_shapes"].list.shape.add()
+        for d in (1, 8, 8, 3):
+            shape.dim.add().size = d
+    for n in tail.as_graph_def().node:
+        if n.name != "custom":
+            gd.node.add().CopyFrom(n)
+    tail_model = ssd.CorpusModel(name="tail", graph_def=tail.as_graph_def().SerializeToString(), inputs=["custom"],
+                                 outputs=["output"], shapes={"custom": [1, 8, 8, 3]},
+                                 input_ranges={"custom": (-2.0, 2.0)}, description="", ops=frozenset())
+    return ssd.CorpusModel(name="custom_mid", graph_def=gd.SerializeToString(), inputs=["input"], outputs=["output"],
+                           shapes={"input": [1, 8, 8, 3]}, input_ranges={"input": (-1.0, 1.0)},
+                           description="input -> MyCustomOp -> conv", ops=frozenset(n.op for n in gd.node)), tail_model
+
+
+def test_an_op_that_needs_a_custom_ops_unknown_shape_is_one_line(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """TensorFlow ignores ``_output_shapes`` and leaves the conv unconverted (a ``CUSTOM:Conv2D`` in
+    its file, which no runtime has); qconvert refuses in one line naming the op, the tensor and the
+    custom op, and writes nothing."""
+    import subprocess
+    import sys
+
+    model, _ = _custom_mid_graph(with_shapes=False)
+    assert "custom:Conv2D" in oracle.op_names(_tf_convert(model, _MY_OPDEF))
+    pb, out = tmp_path / "m.pb", tmp_path / "m.tflite"
+    pb.write_bytes(model.graph_def)
+    done = subprocess.run([sys.executable, "-m", "qconvert", str(pb), "--inputs-range", "input=-1,1",
+                           "--outputs", "output", "--allow-custom-ops", "-o", str(out)],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 1 and not out.exists(), done.stderr
+    error = [line for line in done.stderr.splitlines() if "error" in line]
+    assert len(error) == 1 and "'Conv2D'" in error[0] and "'fq1'" in error[0] and "'custom'" in error[0] \
+        and "_output_shapes" in error[0] and "--outputs" in error[0], done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_output_shapes_let_the_ops_after_a_custom_op_convert() -> None:
+    """With ``_output_shapes`` the conv after the custom op converts: DEQUANTIZE, the custom op,
+    QUANTIZE, CONV_2D. Everything after the custom op equals TensorFlow's file for the graph's tail
+    alone (the custom op's output as its input, range [-2, 2]): conv, weights, bias, parameters."""
+    model, tail = _custom_mid_graph(with_shapes=True)
+    ours = _ours(model)
+    assert oracle.op_names(ours) == ["DEQUANTIZE", "custom:MyCustomOp", "QUANTIZE", "CONV_2D"]
+    theirs = oracle.tf_convert(tail)
+    mine, tfs = _operators(ours), _operators(theirs)
+    assert mine[3] == tfs[0]  # CONV_2D: version, every operand and the output
+    assert mine[2][4] == (tfs[0][3][0],)  # the QUANTIZE gives what TF's conv reads: int8 [1,8,8,3], scale 4/255, zp 0
+    custom = [t for t in oracle._model_t(ours).subgraphs[0].tensors if t.name == b"custom"]
+    assert [list(t.shape) for t in custom] == [[1, 8, 8, 3]]
+
