@@ -65,6 +65,31 @@ def fuse_reshapes_into_fully_connected(graph: Graph, ctx: Context) -> bool:
     return bool(dead)
 
 
+def drop_reshape_before_fully_connected(graph: Graph, ctx: Context) -> bool:
+    """``RESHAPE(x) → FULLY_CONNECTED`` ⇒ ``FULLY_CONNECTED(x)`` when the RESHAPE keeps x's last
+    dimension and the FULLY_CONNECTED (without keep_num_dims) gives a 2-D result: it flattens its
+    input to [-1, K] anyway. TensorFlow's optimize pass does this in QAT, post-training and float
+    files alike (measured on TF 2.21: Arm's DS-CNN, AVERAGE_POOL_2D [1,1,1,64] → Squeeze → FC is
+    AVERAGE_POOL_2D → FC); a FakeQuant between them (a Q/DQ pair) keeps the RESHAPE, as in TF."""
+    changed = False
+    for fc in graph:
+        r = row(fc.op)  # the weighted op that flattens its input (FULLY_CONNECTED)
+        if r is None or r.rule is not Rule.WEIGHTED or r.weight_axis is not None or fc.attrs.get("keep_num_dims"):
+            continue
+        before = graph.producer(fc.inputs[0])
+        if before is None or not _is_reshape(before):
+            continue
+        x, y = graph.tensors[before.inputs[0]].shape, graph.tensors[fc.inputs[0]].shape
+        out = graph.tensors[fc.outputs[0]].shape
+        if not x or not y or out is None or len(out) != 2 or x[-1] != y[-1]:
+            continue
+        fc.inputs[0] = before.inputs[0]
+        changed = True
+    if changed:
+        graph.prune()
+    return changed
+
+
 def _is_tail(tail: Sequence[int], full: Sequence[int]) -> bool:
     return len(tail) <= len(full) and tuple(tail) == tuple(full[len(full) - len(tail):])
 

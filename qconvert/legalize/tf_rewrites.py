@@ -248,16 +248,31 @@ def leaky_relu(graph: Graph, node: Node) -> None:
 
 
 def reshape(graph: Graph, node: Node) -> None:
+    """RESHAPE with the graph's own shape constant, ``-1`` kept, as TensorFlow writes it (measured on
+    TF 2.21, QAT, post-training and float files alike: a Flatten's ``[-1, 256]``); the resolved shape
+    where the graph's is not a plain vector."""
     shape = graph.tensors[node.outputs[0]].shape
-    node.inputs[1] = graph.add_const(f"{node.name}/shape", np.array(shape, np.int32))
+    given = graph.const(node.inputs[1]) if len(node.inputs) > 1 else None
+    target = None if given is None else np.asarray(given).reshape(-1)
+    if target is not None and np.asarray(given).ndim == 1 and len(target) == len(shape) and \
+            np.sum(target == -1) <= 1 and all(int(t) in (int(d), -1) for t, d in zip(target, shape)):
+        node.inputs[1] = graph.add_const(f"{node.name}/shape", target.astype(np.int32))
+    else:
+        _resolved_reshape(graph, node)
     node.attrs = {}
     node.op = "RESHAPE"
 
 
+def _resolved_reshape(graph: Graph, node: Node) -> None:
+    shape = graph.tensors[node.outputs[0]].shape
+    node.inputs = [node.inputs[0], graph.add_const(f"{node.name}/shape", np.array(shape, np.int32))]
+
+
 def squeeze(graph: Graph, node: Node) -> None:
     """A RESHAPE to the squeezed shape, as TensorFlow writes every Squeeze of a static shape."""
-    node.inputs = [node.inputs[0], graph.add_const(f"{node.name}/shape", np.zeros(0, np.int32))]
-    reshape(graph, node)
+    _resolved_reshape(graph, node)
+    node.attrs = {}
+    node.op = "RESHAPE"
 
 
 def concat(graph: Graph, node: Node) -> None:

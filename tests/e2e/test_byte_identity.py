@@ -35,6 +35,14 @@ the five ``layer/abs*`` and ``layer16/ABS`` entries (the commit before refused A
 after tests/e2e/test_layer_ops.py and test_int16.py checked them against TensorFlow's files; a
 ``bench/byte_identity.py --record`` at the commit before issue 33 and ``--check`` after it gave
 308 of 313 identical, those five the only difference (their inputs: the same on both sides).
+
+Issue 34 (2026-11-26) re-recorded 34 outputs, inputs unchanged: a RESHAPE keeps the graph's shape
+constant (``-1`` included) and a RESHAPE before a FULLY_CONNECTED that keeps the last dimension goes,
+as TensorFlow writes both in every mode (tests/e2e/test_qat_corpus.py's
+test_ops_and_reshape_constants_are_tensorflows: the QAT and post-training corpora now give TensorFlow's
+op lists and shape constants; small_classifier's 20 entries, pad_squeeze_reshape's 4, conv1d's 2,
+fq_args_identity_noop, audio_conv1d_prelu, example_qat, tfmot dense_bn and layers_1d, v_fq_after_reshape,
+v_mean_keep, v_transpose_ops).
 """
 
 from __future__ import annotations

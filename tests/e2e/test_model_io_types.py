@@ -27,54 +27,13 @@ import pytest
 tf = pytest.importorskip("tensorflow", reason="TensorFlow's converter is the oracle")
 pytest.importorskip("ai_edge_litert", reason="ai-edge-litert runs the converted models")
 
-import corpus  # noqa: E402
-import oracle  # noqa: E402
+import corpus
+import oracle
+from file_compare import BOUNDARY, structure
 
-from qconvert.api import convert_graph  # noqa: E402
-from qconvert.runtime.interpreter import IntegerModel  # noqa: E402
-from qconvert.schema.reader import read_model  # noqa: E402
-
-_BOUNDARY = ("QUANTIZE", "DEQUANTIZE")
-
-
-def _tensor(sg: Any, i: int) -> tuple:
-    t = sg.tensors[i]
-    return (t.dtype, tuple(t.shape), tuple(np.float32(s) for s in t.scale), tuple(t.zero_point))
-
-
-def _structure(tflite: bytes) -> dict[str, Any]:
-    """What must equal TensorFlow's: graph I/O by name; each boundary op by the graph input or
-    output it touches (op, version, its tensors, the ops on its other side); the op multiset;
-    activation parameters and constants as multisets."""
-    sg = read_model(tflite).subgraphs[0]
-    producer = {o: op for op in sg.operators for o in op.outputs}
-    readers: dict[int, list[Any]] = {}
-    for op in sg.operators:
-        for i in op.inputs:
-            readers.setdefault(i, []).append(op)
-    boundary = {}
-    for i in sg.inputs:
-        for op in readers.get(i, []):
-            if op.builtin in _BOUNDARY:
-                boundary[f"input {sg.tensors[i].name}"] = (
-                    op.builtin, op.version, _tensor(sg, op.inputs[0]), _tensor(sg, op.outputs[0]),
-                    sorted(r.builtin for r in readers.get(op.outputs[0], [])))
-    for i in sg.outputs:
-        op = producer.get(i)
-        if op is not None and op.builtin in _BOUNDARY:
-            before = producer.get(op.inputs[0])
-            boundary[f"output {sg.tensors[i].name}"] = (
-                op.builtin, op.version, _tensor(sg, op.inputs[0]), _tensor(sg, op.outputs[0]),
-                before.builtin if before is not None else None)
-    return {
-        "inputs": {sg.tensors[i].name: _tensor(sg, i) for i in sg.inputs},
-        "outputs": {sg.tensors[i].name: _tensor(sg, i) for i in sg.outputs},
-        "boundary": boundary,
-        "ops": sorted((op.builtin, op.version) for op in sg.operators),
-        "activations": sorted(_tensor(sg, k) for k, t in enumerate(sg.tensors) if t.data is None),
-        "constants": sorted((*_tensor(sg, k), t.data) for k, t in enumerate(sg.tensors)
-                            if t.data is not None and t.dtype in ("int8", "int16", "int64") and any(t.data)),
-    }
+from qconvert.api import convert_graph
+from qconvert.runtime.interpreter import IntegerModel
+from qconvert.schema.reader import read_model
 
 
 def _feeds(tflite: bytes, ranges: dict[str, tuple[float, float]], n: int, seed: int = 0) -> list[dict[str, np.ndarray]]:
@@ -97,7 +56,7 @@ def _feeds(tflite: bytes, ranges: dict[str, tuple[float, float]], n: int, seed: 
 
 
 def _assert_same(ours: bytes, theirs: bytes, ranges: dict[str, tuple[float, float]], n: int = 16) -> None:
-    a, b = _structure(ours), _structure(theirs)
+    a, b = structure(ours), structure(theirs)
     for key in ("inputs", "outputs", "boundary", "ops", "activations", "constants"):
         if isinstance(a[key], dict):
             assert a[key] == b[key], f"{key}: ours {a[key]}\n  TF   {b[key]}"
@@ -139,8 +98,8 @@ def test_qat_boundaries_run_as_the_int8_model_does(it: str, ot: str) -> None:
     kw = dict(inputs=m.inputs, outputs=m.outputs, inputs_range=m.input_ranges)
     base = convert_graph(m.graph_def, **kw).model
     ours = convert_graph(m.graph_def, input_type=it, output_type=ot, **kw).model
-    sb, so = _structure(base), _structure(ours)
-    assert [op for op in so["ops"] if op[0] not in _BOUNDARY] == sb["ops"]
+    sb, so = structure(base), structure(ours)
+    assert [op for op in so["ops"] if op[0] not in BOUNDARY] == sb["ops"]
     for name, (dtype, shape, scale, zp) in so["inputs"].items():
         bd, bs, bsc, bzp = sb["inputs"][name]
         want = {"float32": ("float32", (), ()), "uint8": ("uint8", bsc, tuple(z + 128 for z in bzp)),

@@ -17,9 +17,9 @@ Measured on TensorFlow 2.21 (re-measured here, TensorFlow's file is the oracle):
 - a CONCATENATION keeps each input's own parameters and takes its FakeQuant's (its uint8 kernel
   rescales the inputs that differ), where int8 moves its inputs onto one scale or requantizes them.
 - Where qconvert's file is not TensorFlow's (docs/differences.md): a FULLY_CONNECTED without bias has none
-  in TensorFlow's file and a zero one in qconvert's (narrow_ranges: outputs equal); TensorFlow folds
-  a squeezing Reshape into FULLY_CONNECTED's keep_num_dims (version 5), in int8 as well, where qconvert
-  keeps a RESHAPE (pad_squeeze_reshape: outputs equal).
+  in TensorFlow's file and a zero one in qconvert's (narrow_ranges: outputs equal); after dropping a
+  squeezing Reshape TensorFlow gives the FULLY_CONNECTED keep_num_dims (version 5), in int8 as well,
+  where qconvert's stays 2-D (pad_squeeze_reshape: outputs equal).
 
 Every file is also run by ``qconvert run`` against LiteRT REF (every tensor), dumped (requant check),
 and checked statically (TFLite Micro refuses uint8 CONV_2D, AVERAGE_POOL_2D and MUL).
