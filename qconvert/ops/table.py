@@ -87,6 +87,7 @@ class OpRow:
     float_drops_zero_bias: bool = False  # float and hybrid forms: TF writes no bias where it is all zeros
     # the float form's version from its options and which operands are given (None: 1)
     float_version: Callable[[Mapping[str, Any], Sequence[bool]], int] | None = None
+    grouped_version: int | None = None  # float, hybrid and float16 forms: the version of a grouped convolution
     # 16x8 (--activations int16): fixed output parameters, options and version where they differ from int8
     fixed16: tuple[float, int] | None = None
     int16_options: tuple[tuple[str, Any], ...] = ()
@@ -149,6 +150,7 @@ def _row(name: str, rule: Rule, int8_version: int, **kw: Any) -> tuple[str, OpRo
 #   int16 (16x8): all three 1/32768, zero point 0 (measured on TF 2.21)
 TABLE: dict[str, OpRow] = dict([
     _row("CONV_2D", Rule.WEIGHTED, 3, uint8=True, weight_axis=0, int4_version=7, int4_in_reference=True, hybrid=(5, 0),
+         grouped_version=6,
          fuses_activation=True, float_inputs=(0,), takes_same_padding=True,
          int16_options=(("quantized_bias_type", "INT64"),), symmetric_weights=True, absorbs_input_scale=True,
          kernel=fk.conv_2d, requant=r.convolution, version=r.conv_2d_version),

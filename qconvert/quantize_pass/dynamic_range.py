@@ -93,7 +93,7 @@ def hybrid_weights(graph: Graph, ctx: Context) -> bool:
             params = weight_params(w, axis)
             t.data, t.dtype, t.quant = quantize_array(w, params), "int8", params
         node.attrs.update(dict(r.hybrid_options))
-        node.version = max(version, float_version(node.op, node.attrs, [bool(i) for i in node.inputs]))
+        node.version = max(version, _float_version(graph, node))
         changed = True
     return changed
 
@@ -134,8 +134,21 @@ def float_versions(graph: Graph, ctx: Context) -> bool:
         r = row(node.op)
         hybrid = r is not None and r.hybrid is not None and _is_hybrid(graph, node)
         if not hybrid and not (is_dequantize(node) and graph.tensors[node.inputs[0]].dtype == "float16"):
-            node.version = float_version(node.op, node.attrs, [bool(i) for i in node.inputs])
+            node.version = _float_version(graph, node)
     return False
+
+
+def _float_version(graph: Graph, node: Node) -> int:
+    """The float form's version; a grouped convolution (filter input channels < input channels, as
+    Keras' ``Conv2D(groups=...)`` gives) takes the row's ``grouped_version``, float, hybrid or float16
+    alike (measured on TF 2.21: RegNetX002 and ConvNeXtTiny's CONV_2D v6)."""
+    version = float_version(node.op, node.attrs, [bool(i) for i in node.inputs])
+    r = row(node.op)
+    if r is not None and r.grouped_version is not None and len(node.inputs) > 1:
+        x, w = graph.tensors[node.inputs[0]].shape, graph.tensors[node.inputs[1]].shape
+        if x is not None and w is not None and len(x) == 4 and len(w) == 4 and w[3] != x[3]:
+            version = max(version, r.grouped_version)
+    return version
 
 
 def _is_hybrid(graph: Graph, node: Node) -> bool:

@@ -23,6 +23,7 @@ from qconvert.ir import Graph, Node
 from qconvert.ir.passes import Context
 from qconvert.ir.qdq import QUANTIZE, is_dequantize, is_quantize
 from qconvert.legalize.io_types import io_types
+from qconvert.ops import is_custom
 from qconvert.quant.params import QuantParams
 
 
@@ -80,7 +81,7 @@ def quantize_io(graph: Graph, ctx: Context) -> bool:
         if kind in ("float32", "uint8"):  # the DEQUANTIZE stays, or becomes a QUANTIZE to uint8
             outs.append(name)
             inner = graph.tensors[dq.inputs[0]]
-            if inner.name.endswith(("/q", "/dq")):
+            if inner.name.endswith(("/q", "/dq")) or inner.name == user:  # the user's name goes to the output
                 boundary[inner.name] = f"{user}_{inner.dtype}"
             if kind == "uint8":
                 t = graph.tensors[name]
@@ -121,3 +122,33 @@ def rename_tensors(graph: Graph, mapping: dict[str, str]) -> None:
         node.outputs = [mapping.get(o, o) for o in node.outputs]
     graph.inputs = [mapping.get(i, i) for i in graph.inputs]
     graph.outputs = [mapping.get(o, o) for o in graph.outputs]
+
+
+DETECTION_POSTPROCESS = "TFLite_Detection_PostProcess"
+
+
+def detection_output_shapes(graph: Graph, ctx: Context) -> bool:
+    """For ``--target tflm``: the four outputs of ``TFLite_Detection_PostProcess`` get their shapes,
+    boxes [1, N, 4], classes [1, N], scores [1, N], count [1] with N = max_detections ×
+    max_classes_per_detection, as LiteRT's and TFLite Micro's kernels size them. TensorFlow 2.21 writes
+    them empty: LiteRT resizes them at Prepare, TFLite Micro cannot and writes past them (measured:
+    ``check --target tflm`` on such a file gives infinities on every output)."""
+    if "tflm" not in ctx.options.targets:
+        return False
+    changed = False
+    for node in graph:
+        if not is_custom(node.op) or node.attrs.get("custom_code") != DETECTION_POSTPROCESS or len(node.outputs) != 4:
+            continue
+        options = {key: value for key, _, value in node.attrs.get("custom_options", ())}
+        n = int(options.get("max_detections", 0)) * int(options.get("max_classes_per_detection", 1))
+        if n <= 0:
+            continue
+        for name, shape in zip(node.outputs, ((1, n, 4), (1, n), (1, n), (1,))):
+            if graph.tensors[name].shape != shape:
+                graph.tensors[name].shape = shape
+                changed = True
+        if changed:
+            ctx.note(f"--target tflm: the outputs of {DETECTION_POSTPROCESS} '{node.name}' get their shapes "
+                     f"([1,{n},4], [1,{n}], [1,{n}], [1]): TFLite Micro does not resize outputs (TensorFlow writes "
+                     f"them without shape)")
+    return changed

@@ -21,14 +21,15 @@ from qconvert.quantize_pass.fold_ops import (
     fold_requantize,
     fuse_quantized_activation,
 )
-from qconvert.quantize_pass.graph_io import quantize_io, rename_io
+from qconvert.quantize_pass.graph_io import detection_output_shapes, quantize_io, rename_io
 from qconvert.quantize_pass.regroup import regroup_splits
 from qconvert.quantize_pass.uint8 import to_uint8
 
 QUANTIZE = Stage("quantize", "quantize_pass", "DQ→op→Q ⇒ int8 op; int8/int32 constants; int8 graph I/O; uint8 models; "
                  "versions; multiplier/shift records",
                  (drop_back_to_back_fake_quant, float_op_constants, quantize_constants, fold_quantized_ops,
-                  fold_requantize, fuse_quantized_activation, regroup_splits, quantize_io, rename_io, tidy_names,
+                  fold_requantize, fuse_quantized_activation, regroup_splits, quantize_io, rename_io, detection_output_shapes,
+                  tidy_names,
                   check_int8, to_uint8, assign_versions, int16_options, requant_records))
 
 DYNAMIC_RANGE = Stage("dynamic-range", "quantize_pass", "activations float: --activations float (int8 weights of "

@@ -56,6 +56,7 @@ _MEASURED_TFLM = f"measured: {_TFLM_VERSION} Python interpreter"
 _MEASURED_LITERT = "measured: ai-edge-litert 2.3.0"
 
 # --- op sets (data) -----------------------------------------------------------------------
+TFLM_CUSTOM_OPS = ("TFLite_Detection_PostProcess",)  # custom ops TFLite Micro's op resolver registers
 TFLM_OPS = frozenset("""
 ABS ADD ADD_N ARG_MAX ARG_MIN ASSIGN_VARIABLE AVERAGE_POOL_2D BATCH_MATMUL BATCH_TO_SPACE_ND BROADCAST_ARGS
 BROADCAST_TO CALL_ONCE CAST CEIL CONCATENATION CONV_2D COS CUMSUM DEPTHWISE_CONV_2D DEPTH_TO_SPACE DEQUANTIZE DIV
@@ -181,9 +182,16 @@ RULES: tuple[Rule, ...] = (
        "LSTM at 2^-14: 0.0054); lite/kernels/lstm_eval.cc", "run it in TFLite Micro, or calibrate so that the cell "
        "state's range reaches 2^-15 · 32768 = 1.0", tool_sees=False),
     # TensorFlow Lite Micro
-    _r(("tflm",), "op-set", "op_not_in", {"ops": TFLM_OPS}, "fails",
-       "the builtin must be registered with the interpreter's op resolver (op versions are not checked)",
+    _r(("tflm",), "op-set", "op_not_in", {"ops": TFLM_OPS, "custom": TFLM_CUSTOM_OPS}, "fails",
+       "the builtin must be registered with the interpreter's op resolver (op versions are not checked); of custom "
+       "ops, TFLite_Detection_PostProcess (AddDetectionPostprocess)",
        _MEASURED_TFLM + " (\"Didn't find op for builtin opcode\"); tensorflow/lite/micro/micro_mutable_op_resolver.h"),
+    _r(("tflm",), "detection-output-shape", "custom_output_unshaped", {"custom": ("TFLite_Detection_PostProcess",)},
+       "wrong", "TFLite Micro does not resize outputs: TFLite_Detection_PostProcess writes max_detections rows into "
+       "outputs the file must size (TensorFlow 2.21 writes them without shape)",
+       _MEASURED_TFLM + " on TensorFlow's and qconvert's SSD files (tests/fixtures/ssd.py): it runs and every output "
+       "value differs from LiteRT's, infinities among them; with the shapes written, equal on every value",
+       "convert with --target tflm (qconvert then writes the outputs' shapes)", tool_sees=False),
     _r(("tflm",), "blockwise", "blockwise", {}, "fails",
        "no kernel takes blockwise (sub-channel) weights: FULLY_CONNECTED with float input takes float weights only",
        _MEASURED_TFLM + " (\"Input type: FLOAT32 with filter type: INT4 not supported\"); "
@@ -333,8 +341,19 @@ def _blockwise(model: Any, p: Mapping[str, Any]) -> Iterator[Hit]:
 
 def _op_not_in(model: Any, p: Mapping[str, Any]) -> Iterator[Hit]:
     for s, k, sg, op in _ops(model):
-        if op.builtin not in p["ops"]:
+        if op.builtin not in p["ops"] and not (op.custom_code is not None and op.custom_code in p.get("custom", ())):
             yield s, k, op.builtin, None, f"{_op_name(op)} is not supported"
+
+
+def _custom_output_unshaped(model: Any, p: Mapping[str, Any]) -> Iterator[Hit]:
+    for s, k, sg, op in _ops(model):
+        if op.custom_code in p["custom"]:
+            for i in op.outputs:
+                t = _tensor(sg, i)
+                if t is not None and not t.shape:
+                    yield s, k, op.builtin, t.name, (f"{_op_name(op)} writes output '{t.name}', which the file gives "
+                                                     f"no shape")
+                    break
 
 
 def _op_version_above(model: Any, p: Mapping[str, Any]) -> Iterator[Hit]:
@@ -503,6 +522,7 @@ def _rank_above(model: Any, p: Mapping[str, Any]) -> Iterator[Hit]:
 
 CHECKS: Mapping[str, Callable[[Any, Mapping[str, Any]], Iterator[Hit]]] = {
     "tensor_dtype": _tensor_dtype, "blockwise": _blockwise, "op_not_in": _op_not_in,
+    "custom_output_unshaped": _custom_output_unshaped,
     "op_version_above": _op_version_above, "quantization_problems": _quantization_problems,
     "weights_with_input": _weights_with_input, "per_channel_weights": _per_channel_weights,
     "feature_map_dtype": _feature_map_dtype, "per_axis_activation": _per_axis_activation,

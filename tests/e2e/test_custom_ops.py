@@ -64,8 +64,6 @@ def _operators(data: bytes) -> list[tuple]:
         if custom is not None:
             assert op.customOptionsFormat == schema.CustomOptionsFormat.FLEXBUFFERS
         ins = [operand(i) for i in op.inputs if i >= 0]
-        if names[k] == "RESHAPE":  # the new shape: TF keeps the graph's -1, qconvert writes the size (known)
-            ins[1] = ins[1][:4] + (None,)
         out.append((names[k], m.operatorCodes[op.opcodeIndex].version, custom, tuple(ins),
                     tuple(operand(i) for i in op.outputs)))
     return out
@@ -225,3 +223,43 @@ def test_output_shapes_let_the_ops_after_a_custom_op_convert() -> None:
     custom = [t for t in oracle._model_t(ours).subgraphs[0].tensors if t.name == b"custom"]
     assert [list(t.shape) for t in custom] == [[1, 8, 8, 3]]
 
+
+
+# ------------------------------------------------- TFLite Micro: the detector's output shapes
+
+def test_tflite_micro_needs_the_detection_output_shapes(ssd_pair: tuple[bytes, bytes], tmp_path,  # type: ignore[no-untyped-def]
+                                                       request: pytest.FixtureRequest) -> None:
+    """TensorFlow's file and qconvert's default give TFLite_Detection_PostProcess outputs no shape;
+    TFLite Micro does not resize outputs and computes garbage (its own run, in a child process: every
+    value differs from LiteRT's), so ``check --target tflm`` says cannot-run with the fix. With
+    ``--target tflm`` qconvert writes the shapes LiteRT's kernel gives them, and TFLite Micro's outputs
+    equal LiteRT REF's element for element; LiteRT's outputs are those of the default file."""
+    from qconvert.tools.check import check_model
+
+    ours, theirs = ssd_pair
+    for name, data in (("ours", ours), ("tf", theirs)):
+        path = tmp_path / f"{name}.tflite"
+        path.write_bytes(data)
+        (entry,) = check_model(str(path), ["tflm"], n_inputs=2, static_only=True)["targets"]
+        assert entry["verdict"] == "cannot-run", entry
+        assert [p["rule"] for p in entry["problems"]] == ["detection-output-shape"], entry
+        assert "--target tflm" in entry["problems"][0]["fix"]
+    pytest.importorskip("tflite_micro", reason="TFLite Micro's interpreter runs the file")
+    (entry,) = check_model(str(tmp_path / "ours.tflite"), ["tflm"], n_inputs=2)["targets"]
+    assert entry["verdict"] == "cannot-run" and entry["basis"] == "tool", entry
+    assert all(r["differing"] == r["elements"] for r in entry["cost"]["outputs"]), entry["cost"]  # measured, not assumed
+
+    model = ssd.build_ssd(use_regular_nms=request.node.callspec.params["ssd_pair"])
+    shaped = _ours(model, targets=["tflm"])
+    sg = oracle._model_t(shaped).subgraphs[0]
+    n = 10  # the fixture's max_detections × max_classes_per_detection
+    assert [list(sg.tensors[i].shape) for i in sg.outputs] == [[1, n, 4], [1, n], [1, n], [1]]
+    rng = np.random.default_rng(3)
+    for _ in range(8):
+        x = rng.integers(-128, 128, (1, 8, 8, 3), dtype=np.int64).astype(np.int8)
+        ref = oracle.run_litert(shaped, {"normalized_input_image_tensor": x})
+        assert all(np.array_equal(a, b) for a, b in
+                   zip(ref, oracle.run_litert(ours, {"normalized_input_image_tensor": x})))
+        micro = oracle.tflm_outputs(shaped, [x], 4)
+        for a, b in zip(micro, ref):
+            assert np.array_equal(np.asarray(a).reshape(b.shape), b)

@@ -127,10 +127,11 @@ def _tflm_target(ctx: Context, static: list[T.Finding]) -> dict[str, Any]:
     run = ctx.runs["tflm"]
     version = ctx.versions["tflm"]
     tool = {"name": "tflite-micro", "version": version, "seconds": round(run.seconds, 3)}
+    silent = [f for f in static if not f.tool_sees]  # wrong values a run cannot tell from right ones
     if not run.ok:
         problem = _tool_finding("tflm", "tflm-run", f"TFLite Micro: {run.error}", f"tflite-micro {version} run",
                                 run.op_index, ctx.model, static)
-        return _entry("tflm", "tool", tool, [problem], None, f"TFLite Micro {_failure_text(problem, run.error)}")
+        return _entry("tflm", "tool", tool, [problem, *silent], None, f"TFLite Micro {_failure_text(problem, run.error)}")
     cost: dict[str, Any] = {"arena_bytes": run.arena_bytes, "arena_recorded_bytes": run.arena_recorded,
                             "seconds_per_inference": run.seconds_per_inference, "reference": None, "exact": None,
                             "outputs": []}
@@ -150,7 +151,9 @@ def _tflm_target(ctx: Context, static: list[T.Finding]) -> dict[str, Any]:
                                                       for o in ctx.model.subgraphs[0].operators):
             notes.append("TFLite Micro's FULLY_CONNECTED rescales with a 32-bit multiplier where LiteRT 2.3's "
                          "reference kernel uses double precision: 1-2 LSB apart on some outputs is expected")
-    return _entry("tflm", "tool", tool, [], cost, summary, notes)
+    if silent:
+        summary += "; " + silent[0].message.split(":")[0]
+    return _entry("tflm", "tool", tool, silent, cost, summary, notes)
 
 
 def _ethos_target(ctx: Context, target: str, static: list[T.Finding]) -> dict[str, Any]:
