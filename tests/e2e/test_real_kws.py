@@ -18,50 +18,14 @@ still identical and the outputs within a few LSB.
 
 from __future__ import annotations
 
-import io
-import wave
 from pathlib import Path
 
-import numpy as np
 import pytest
+from kws_samples import mfcc_samples
 
 ROOT = Path(__file__).resolve().parents[2]
 KWS = ROOT.parent / "shared" / "realmodels" / "arm_ml_kws"
 pytestmark = pytest.mark.skipif(not KWS.is_dir(), reason=f"{KWS} is absent (Arm's keyword-spotting graphs)")
-N_CLIPS = 48
-
-
-def _wav(x: np.ndarray) -> bytes:
-    buf = io.BytesIO()
-    with wave.open(buf, "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(2)
-        w.setframerate(16000)
-        w.writeframes((np.clip(x, -1, 1) * 32767).astype("<i2").tobytes())
-    return buf.getvalue()
-
-
-def _clips(n: int, seed: int = 0) -> list[bytes]:
-    rng = np.random.default_rng(seed)
-    t = np.arange(16000) / 16000
-    out = []
-    for _ in range(n):
-        f0, amp = rng.uniform(150, 3000), rng.uniform(0.05, 0.8)
-        env = np.exp(-((t - rng.uniform(0.2, 0.8)) ** 2) / (2 * rng.uniform(0.02, 0.2) ** 2))
-        chirp = np.sin(2 * np.pi * f0 * t * (1 + rng.uniform(-0.2, 0.2) * t))
-        out.append(_wav(amp * env * chirp + rng.normal(0, rng.uniform(0.001, 0.05), t.size)))
-    return out
-
-
-
-def _mfcc_samples(tf, pb: bytes) -> tuple[np.ndarray, list[int]]:  # type: ignore[no-untyped-def]
-    g = tf.Graph()
-    with g.as_default():
-        tf.compat.v1.import_graph_def(tf.compat.v1.GraphDef.FromString(pb), name="")
-    mfcc = g.get_tensor_by_name("Mfcc:0")
-    with tf.compat.v1.Session(graph=g) as s:
-        feats = np.stack([s.run(mfcc, {"wav_data:0": w}) for w in _clips(N_CLIPS)]).astype(np.float32)
-    return feats[:, 0], list(mfcc.shape)  # [N, 49 or 25, 10]; the graph's batch is Mfcc's channel axis
 
 
 def _convert_both(name: str):  # type: ignore[no-untyped-def]
@@ -71,7 +35,7 @@ def _convert_both(name: str):  # type: ignore[no-untyped-def]
     from qconvert.api import convert_graph
 
     pb = (KWS / f"{name}.pb").read_bytes()
-    x, shape = _mfcc_samples(tf, pb)
+    x, shape = mfcc_samples(tf, pb)
     samples = {"Mfcc": x}
     theirs = oracle.tf_ptq_convert(oracle.FloatGraph(pb, ["Mfcc"], ["labels_softmax"], {"Mfcc": shape}), samples)
     ours = convert_graph(pb, inputs=["Mfcc"], outputs=["labels_softmax"], calibration_data=samples).model
@@ -127,7 +91,7 @@ def test_16x8_equals_tensorflows_given_its_ranges(name: str, monkeypatch: pytest
     from qconvert.schema.reader import read_model
 
     pb = (KWS / f"{name}.pb").read_bytes()
-    x, shape = _mfcc_samples(tf, pb)
+    x, shape = mfcc_samples(tf, pb)
     samples = {"Mfcc": x[:16]}
     model = oracle.FloatGraph(pb, ["Mfcc"], ["labels_softmax"], {"Mfcc": shape})
     theirs = oracle.tf_ptq_convert(model, samples, int16=True)
