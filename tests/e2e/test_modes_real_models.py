@@ -15,7 +15,9 @@ graphs (``../shared/realmodels``), against TensorFlow 2.21's converter on the sa
 
 The keras.applications models are the ones tests/e2e/test_keras_apps_ptq.py builds (built once per
 process, ``keras_apps.build``); the real graphs are Arm's keyword-spotting DS-CNN, CNN and DNN (inputs
-from WAV clips through their own front end) and nnstreamer's MNIST (scikit-learn's digits).
+from WAV clips through their own front end) and nnstreamer's MNIST (scikit-learn's digits); and
+TensorFlow's own QAT test graphs (tf_mlir_end2end: an SSD box predictor slice with per-channel weight
+FakeQuants) for float32 I/O and ``--inference-type uint8`` on the frozen-graph path.
 """
 
 from __future__ import annotations
@@ -124,3 +126,53 @@ def test_ptq_modes_equal_tensorflows(name: str, mode: str, monkeypatch: pytest.M
     for feed in feeds:
         for u, v in zip(oracle.run_litert(ours, feed), oracle.run_litert(theirs, feed)):
             assert u.dtype == v.dtype and np.array_equal(u, v), "outputs differ from TensorFlow's in LiteRT REF"
+
+
+# ------------------------------------------------ TensorFlow's own QAT test graphs (tf_mlir_end2end)
+
+MLIR = REAL / "tf_mlir_end2end"
+MLIR_GRAPHS = ["fake_quant_per_channel", "fake_quant_per_channel_4bit", "fake_quant_without_identity",
+               "fake_quant_without_identity_4bit"]
+
+
+def _mlir_graph(name: str) -> Any:
+    import re
+    from dataclasses import dataclass
+
+    if not (MLIR / f"{name}.pb").is_file():
+        pytest.skip(f"{MLIR} is absent (TensorFlow's own test graphs)")
+    run = " ".join(line[6:] for line in (MLIR / f"{name}.pbtxt").read_text().splitlines() if line.startswith("# RUN:"))
+    o = {k: v.strip("'\"") for k, v in re.findall(r"-tf-([a-z-]+)=(\S+)", run)}
+
+    @dataclass
+    class Graph:
+        name: str
+        graph_def: bytes
+        inputs: list
+        outputs: list
+        shapes: dict
+        input_ranges: dict
+
+    x = o["input-arrays"]
+    return Graph(name, (MLIR / f"{name}.pb").read_bytes(), [x], [o["output-arrays"]],
+                 {x: [int(d) for d in o["input-shapes"].split(",")]},
+                 {x: (float(o["input-min-values"]), float(o["input-max-values"]))})
+
+
+@pytest.mark.parametrize("name", MLIR_GRAPHS)
+def test_qat_graphs_float_io_and_uint8_as_tensorflow(name: str) -> None:
+    """float32 I/O: TensorFlow's frozen-graph file (``inference_input_type=float32``) in graph I/O,
+    boundary ops, op multiset, activation parameters and constants. ``--inference-type uint8``: the
+    per-channel weight FakeQuants are refused in one line, where TensorFlow writes a uint8 CONV_2D that
+    LiteRT refuses at Prepare."""
+    from qconvert.errors import ConversionError
+
+    m = _mlir_graph(name)
+    keys = {"inputs": m.inputs, "outputs": m.outputs, "inputs_range": m.input_ranges, "input_shapes": m.shapes}
+    ours = convert_graph(m.graph_def, input_type="float32", output_type="float32", **keys).model
+    assert structure(ours) == structure(oracle.tf_convert(m, input_type="float32"))
+    with pytest.raises(ConversionError, match="per channel|per-channel"):
+        convert_graph(m.graph_def, inference_type="uint8", **keys)
+    theirs = oracle.tf_convert(m, inference_type="uint8")
+    with pytest.raises(Exception, match="kTfLiteInt8"):
+        oracle.run_litert(theirs, {m.inputs[0]: np.zeros(m.shapes[m.inputs[0]], np.uint8)})
