@@ -36,6 +36,13 @@ def _reduce(fn: Callable) -> Callable:
     return run
 
 
+def _range(node: Any, v: Sequence[np.ndarray]) -> np.ndarray:
+    start, limit, delta = (np.asarray(a).reshape(-1)[0] for a in v)
+    if delta == 0 or abs((limit - start) / delta) > 1 << 24:
+        raise ConversionError(f"node '{node.name}' (Range): range({start}, {limit}, {delta}) is not a usable constant")
+    return np.arange(start, limit, delta).astype(_dtype(node, "Tidx", "int32"))
+
+
 def _binary(fn: Callable) -> Callable:
     return lambda node, v: np.asarray(fn(v[0], v[1])).astype(np.result_type(v[0], v[1]))
 
@@ -64,9 +71,10 @@ CONST_EVAL: dict[str, Callable[[Any, Sequence[np.ndarray]], np.ndarray]] = {
     "Transpose": lambda node, v: np.transpose(v[0], [int(d) for d in np.asarray(v[1]).reshape(-1)]),
     "Squeeze": lambda node, v: np.squeeze(v[0], axis=tuple(node.attrs.get("squeeze_dims") or []) or None),
     "Fill": lambda node, v: np.full([int(d) for d in v[0].reshape(-1)], v[1]),
+    "Range": _range,  # position ids of a fixed input size (tf.range(tf.shape(x)[1]))
 }
 # Ops that exist only to compute constants: they must fold, or the graph is not supported.
-CONST_ONLY = {"Sqrt", "Prod", "Min", "Cast", "FloorDiv", "Fill", "Shape"}
+CONST_ONLY = {"Sqrt", "Prod", "Min", "Cast", "FloorDiv", "Fill", "Shape", "Range"}
 
 
 def evaluate(node: Any, values: Sequence[np.ndarray]) -> np.ndarray:
