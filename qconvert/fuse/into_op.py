@@ -146,9 +146,12 @@ def fold_mul_into_weights(graph: Graph, ctx: Context) -> bool:
 
 
 def fuse_bias_add(graph: Graph, ctx: Context) -> bool:
+    """Each op's chain of ``ADD/SUB(·, c)`` readers into its bias, one after another (a BiasAdd, then
+    a BatchNorm's shift, then a hand-written ``+ c``: TensorFlow folds them all)."""
     dead: list[Node] = []
     for node in graph:
-        _fuse_following_bias(graph, node, dead)
+        while _fuse_following_bias(graph, node, dead):
+            pass
     graph.remove_nodes(dead)
     graph.prune()
     return bool(dead)
@@ -169,6 +172,44 @@ def _fuse_following_bias(graph: Graph, node: Node, dead: list[Node]) -> bool:
     new = bias + c if row(add.op).bias_sign > 0 else bias - c  # type: ignore[union-attr]
     _absorb(graph, node, add, new.astype(np.float32), dead)
     return True
+
+
+def fold_constant_adds(graph: Graph, ctx: Context) -> bool:
+    """``ADD(ADD(x, c1), c2)`` ⇒ ``ADD(x, c1 + c2)`` (float32), when the inner ADD has no fused
+    activation and no other reader, and the folded constant broadcasts to the same result: TensorFlow
+    folds chains of constant additions (measured on TF 2.21: ``x + c1 + c2`` and ``x + 1 + c`` are
+    one ADD, ``((x + a) + b) + d`` adds ``(a + b) + d``; ``x + c1 - c2`` and ``x · c1 · c2`` stay two
+    ops). Runs after fuse_bias_add, which takes such chains into a convolution's bias one by one."""
+    dead: list[Node] = []
+    for outer in graph:
+        r = row(outer.op)
+        if r is None or r.bias_sign <= 0 or len(outer.inputs) != 2:
+            continue
+        k = 1 if graph.is_const(outer.inputs[1]) else 0 if graph.is_const(outer.inputs[0]) else None
+        inner = None if k is None else graph.producer(outer.inputs[1 - k])
+        if inner is None or inner in dead or inner.op != outer.op or len(inner.inputs) != 2 \
+                or inner.attrs.get("fused_activation_function", "NONE") != "NONE" or sole_reader(graph, inner) is not outer:
+            continue
+        j = 1 if graph.is_const(inner.inputs[1]) else 0 if graph.is_const(inner.inputs[0]) else None
+        if j is None or graph.is_const(inner.inputs[1 - j]):
+            continue
+        c1 = np.asarray(graph.const(inner.inputs[j]))
+        c2 = np.asarray(graph.const(outer.inputs[k]))
+        if c1.dtype != np.float32 or c2.dtype != np.float32:
+            continue
+        folded = (c1 + c2).astype(np.float32)
+        x = inner.inputs[1 - j]
+        out_shape = graph.tensors[outer.outputs[0]].shape
+        try:
+            if tuple(np.broadcast_shapes(graph.tensors[x].shape, folded.shape)) != tuple(out_shape):
+                continue
+        except ValueError:
+            continue
+        outer.inputs = [x, graph.add_const(f"{outer.name}/folded", folded)]
+        dead.append(inner)
+    graph.remove_nodes(dead)
+    graph.prune()
+    return bool(dead)
 
 
 def fuse_activation(graph: Graph, ctx: Context) -> bool:

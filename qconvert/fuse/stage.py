@@ -6,6 +6,7 @@ from qconvert.fold.identity_arith import remove_identity_arith
 from qconvert.fuse.activation_patterns import fuse_hard_swish, fuse_prelu
 from qconvert.fuse.into_op import (
     fold_mul_into_following_weights,
+    fold_constant_adds,
     fold_mul_into_weights,
     fuse_activation,
     fuse_add_into_fully_connected,
@@ -26,5 +27,5 @@ FUSE = Stage("fuse", "fuse", "zero Pad into SAME convs; Dense on N-D; ops across
              (fuse_pad_into_conv, fuse_reshapes_into_fully_connected, drop_reshape_before_fully_connected,
               move_binary_before_reshape,
               merge_reshapes, keep_reduced_dims, remove_identity_arith, fuse_add_into_fully_connected, fuse_bias_add,
-              fold_mul_into_weights, fold_mul_into_following_weights, fuse_bias_add, fuse_activation, fuse_hard_swish,
+              fold_mul_into_weights, fold_mul_into_following_weights, fuse_bias_add, fold_constant_adds, fuse_activation, fuse_hard_swish,
               fuse_prelu))

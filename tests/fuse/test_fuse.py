@@ -34,8 +34,8 @@ def test_fuse_stage_golden_text() -> None:
     fuse = next(s for s in STAGES if s.name == "fuse")
     ctx = Context()
     assert [p(g, ctx) for p in fuse.passes] == [False, False, False, False, False, False, False, False, True, False,
-                                                False, False, True, False, False]
+                                                False, False, False, True, False, False]
     # pad→conv, N-D FC, RESHAPE before FC, binary before reshape, reshape chains, reduce keep_dims, identities,
-    # add→FC, bias, BN, mul→weights, bias, ReLU, hswish, prelu
+    # add→FC, bias, BN, mul→weights, bias, constant ADD chains, ReLU, hswish, prelu
     assert g.dump() == AFTER
     assert g.const("conv/bias").tolist() == [0.75, 1.0]  # 0.5 + 0.25, -1 + 2
