@@ -2,7 +2,8 @@
 as TensorFlow's optimize pass fuses them (after ``into_op.fuse_activation``, whose fused
 RELU/RELU6 the patterns look for).
 
-1. ``x · relu6(x + 3) · (1/6)`` ⇒ ``HARD_SWISH(x)`` (see fuse_hard_swish).
+1. ``x · relu6(x + 3) · (1/6)`` ⇒ ``HARD_SWISH(x)`` (see fuse_hard_swish; it runs before
+   fuse_activation too, so that the 1/6 is not folded into the next convolution first).
 2. ``relu(x) + c · relu(-x)`` ⇒ ``PRELU(x, -c)`` (see fuse_prelu).
 
 A FakeQuant in between (a Q/DQ pair) blocks them, as in TensorFlow's converter.
@@ -32,49 +33,75 @@ def _split(graph: Graph, node: Node, value: float) -> str | None:
     return graph.scalar_operand(node, value)
 
 
-def _add3_relu6(graph: Graph, name: str) -> str | None:
-    """``x`` where ``name`` is ``ADD(x, 3)`` with a fused RELU6, read only once."""
+def _add3_relu6(graph: Graph, name: str) -> tuple[str, list[Node]] | None:
+    """``(x, nodes)`` where ``name`` is ``relu6(x + 3)`` read only once: an ADD(x, 3) with a fused
+    RELU6, or (before fuse_activation) a RELU6 op reading an ADD(x, 3) that nothing else reads."""
     add = _arith(graph, name, "add")
-    if add is None or add.attrs.get("fused_activation_function") != HARD_SWISH_GATE:
+    if add is not None and add.attrs.get("fused_activation_function") == HARD_SWISH_GATE:
+        x = _split(graph, add, 3.0)
+        return (x, [add]) if x is not None else None
+    gate = graph.producer(name)
+    if gate is None or _activation(gate) != HARD_SWISH_GATE or len(graph.consumers(name)) != 1 \
+            or name in graph.outputs:
         return None
-    return _split(graph, add, 3.0)
+    add = _arith(graph, gate.inputs[0], "add")
+    if add is None or add.attrs.get("fused_activation_function", "NONE") != "NONE":
+        return None
+    x = _split(graph, add, 3.0)
+    return (x, [gate, add]) if x is not None else None
+
+
+def _plain_mul(graph: Graph, name: str) -> Node | None:
+    node = _arith(graph, name, "mul")
+    return node if node is not None and node.attrs.get("fused_activation_function", "NONE") == "NONE" else None
 
 
 def fuse_hard_swish(graph: Graph, ctx: Context) -> bool:
     """``x · relu6(x + 3) · (1/6)`` ⇒ ``HARD_SWISH(x)``, as TensorFlow's optimize pass fuses it
-    (measured on TF 2.21: one HARD_SWISH v1 in post-training quantization, for Keras'
-    ``x * (relu6(x + 3) * (1/6))`` and for ``(x * relu6(x + 3)) * (1/6)``). The constants are
-    float32 scalars 3 and 1/6; the RELU6 is the ADD's fused activation (fuse_activation ran first);
-    every intermediate has one reader. A FakeQuant in between (a Q/DQ pair) blocks it."""
+    (measured on TF 2.21, post-training and QAT without a FakeQuant inside: one HARD_SWISH v1) in
+    its two forms:
+
+    1. ``(x · relu6(x + 3)) · (1/6)``: the inner MUL with ``x`` first (``relu6(x + 3) · x · (1/6)``
+       stays ADD + MUL, the 1/6 folded into a following convolution, as in TensorFlow); the
+       outer MUL either way round; ``/ 6`` is the same MUL (legalized RealDiv), so Keras code's
+       ``x * relu6(x + 3) / 6`` fuses;
+    2. ``x · (relu6(x + 3) · (1/6))`` (Keras' hard_sigmoid, ``/ 6`` too), either way round.
+
+    The constants are float32 scalars 3 (either side of the ADD) and 1/6 (0.16666667 written out
+    is the same float32; 0.1667 is not); every intermediate has one reader. The RELU6 is the
+    ADD's fused activation or, when this runs before fuse_activation (so that
+    fold_mul_into_following_weights does not take the 1/6 into the next convolution first), the
+    RELU6 op after it. A FakeQuant in between (a Q/DQ pair) blocks it."""
     dead: list[Node] = []
     for outer in graph:
         r = row(outer.op)
         if r is None or r.arith != "mul" or outer.attrs.get("fused_activation_function", "NONE") != "NONE":
             continue
-        x = None
-        for slot in (0, 1):  # x · (relu6(x + 3) · 1/6)
-            inner = _arith(graph, outer.inputs[1 - slot], "mul")
-            if inner is None or inner.attrs.get("fused_activation_function", "NONE") != "NONE":
-                continue
-            gate = _split(graph, inner, 1.0 / 6.0)
-            if gate is not None and _add3_relu6(graph, gate) == outer.inputs[slot]:
-                x, parts = outer.inputs[slot], [inner, graph.producer(gate)]
-                break
-        if x is None:  # (x · relu6(x + 3)) · 1/6
-            product = _split(graph, outer, 1.0 / 6.0)
-            inner = _arith(graph, product, "mul") if product is not None else None
-            if inner is not None and inner.attrs.get("fused_activation_function", "NONE") == "NONE":
-                for slot in (0, 1):
-                    if _add3_relu6(graph, inner.inputs[1 - slot]) == inner.inputs[slot]:
-                        x, parts = inner.inputs[slot], [inner, graph.producer(inner.inputs[1 - slot])]
-                        break
-        if x is None:
+        found = _hard_swish_of(graph, outer)
+        if found is None:
             continue
+        x, parts = found
         outer.op, outer.inputs, outer.attrs = "HARD_SWISH", [x], {}
-        dead += parts  # type: ignore[arg-type]
+        dead += parts
     graph.remove_nodes(dead)
     graph.prune()
     return bool(dead)
+
+
+def _hard_swish_of(graph: Graph, outer: Node) -> tuple[str, list[Node]] | None:
+    """``(x, nodes to remove)`` when the MUL ``outer`` ends one of fuse_hard_swish's forms."""
+    for slot in (0, 1):  # x · (relu6(x + 3) · 1/6), either way round
+        inner = _plain_mul(graph, outer.inputs[1 - slot])
+        gate = _split(graph, inner, 1.0 / 6.0) if inner is not None else None
+        found = _add3_relu6(graph, gate) if gate is not None else None
+        if found is not None and found[0] == outer.inputs[slot]:
+            return found[0], [inner, *found[1]]
+    product = _split(graph, outer, 1.0 / 6.0)  # (x · relu6(x + 3)) · 1/6, x first in the product
+    inner = _plain_mul(graph, product) if product is not None else None
+    found = _add3_relu6(graph, inner.inputs[1]) if inner is not None and len(inner.inputs) == 2 else None
+    if found is not None and found[0] == inner.inputs[0]:
+        return found[0], [inner, *found[1]]
+    return None
 
 
 def _negated(graph: Graph, name: str, activation: str = "NONE") -> tuple[str, Node] | None:

@@ -7,6 +7,8 @@ and canonicalizer move them.
    on both shapes (see move_binary_before_reshape), so a Conv1D's bias and BatchNorm fuse;
    then chains of RESHAPEs merge (see merge_reshapes), and a reduction whose RESHAPE only puts
    back the reduced dimensions keeps them (see keep_reduced_dims).
+3. ``RESHAPE(s: [1, C] → [1, 1, 1, C]) ──▶ MUL|ADD|SUB(x, ·)`` ⇒ the op on ``s``, which broadcasts
+   the same (see drop_reshape_before_broadcast): a squeeze-and-excite scale.
 """
 
 from __future__ import annotations
@@ -185,3 +187,44 @@ def keep_reduced_dims(graph: Graph, ctx: Context) -> bool:
     graph.remove_nodes(dead)
     graph.prune()
     return bool(dead)
+
+
+def drop_reshape_before_broadcast(graph: Graph, ctx: Context) -> bool:
+    """``RESHAPE(s) ──▶ ADD|SUB|MUL(x, ·)`` ⇒ ``ADD|SUB|MUL(x, s)`` when the RESHAPE only puts
+    leading 1s before ``s``'s shape (``[1, C] → [1, 1, 1, C]``), so that broadcasting ``s`` gives the
+    op the same result, and every reader of the RESHAPE is such an op on two activations. TensorFlow
+    drops it (measured on TF 2.21, post-training: a squeeze-and-excite ``x * reshape(sigmoid(·),
+    [1, 1, 1, C])`` is LOGISTIC → MUL, on either side of the MUL, for ADD and SUB too, with two
+    readers too; a RESHAPE that is also a graph output stays, and one before a MAXIMUM stays)."""
+    dead = []
+    for node in graph:
+        if not _is_reshape(node) or node.outputs[0] in graph.outputs or graph.is_const(node.inputs[0]):
+            continue
+        s, y = node.inputs[0], node.outputs[0]
+        s_shape, y_shape = graph.tensors[s].shape, graph.tensors[y].shape
+        readers = graph.consumers(y)
+        if s_shape is None or y_shape is None or len(y_shape) <= len(s_shape) or not readers \
+                or not _is_tail(s_shape, y_shape) or any(d != 1 for d in y_shape[:len(y_shape) - len(s_shape)]):
+            continue
+        if all(_broadcasts_without(graph, reader, y, s_shape) for reader in readers):
+            graph.replace_all_uses(y, s)
+            dead.append(node)
+    graph.remove_nodes(dead)
+    graph.prune()
+    return bool(dead)
+
+
+def _broadcasts_without(graph: Graph, binary: Node, operand: str, shape: Sequence[int]) -> bool:
+    """Whether ``binary`` is an ADD, SUB or MUL of two activations whose output keeps its shape when
+    ``operand`` has ``shape`` instead."""
+    r = row(binary.op)
+    if r is None or r.arith is None or len(binary.inputs) != 2 or any(graph.is_const(t) for t in binary.inputs):
+        return False
+    shapes = [tuple(shape) if t == operand else graph.tensors[t].shape for t in binary.inputs]
+    out = graph.tensors[binary.outputs[0]].shape
+    if any(sh is None for sh in shapes) or out is None:
+        return False
+    try:
+        return tuple(np.broadcast_shapes(*shapes)) == tuple(out)
+    except ValueError:
+        return False

@@ -270,7 +270,40 @@ def _choose_same_scale(operands: list, results: list) -> QuantParams | None:
     return None
 
 
+def _split_parts(graph: Graph, node: Node, ctx: Context) -> Touched | None:
+    """A slice of a Split / SplitV / Unpack (the importer's ``_group``; the quantize stage regroups
+    them) decided as TensorFlow's driver decides the one SPLIT / SPLIT_V / UNPACK op: once, from its
+    data operand, its other (integer) operands and all its results together, every result given
+    the chosen parameters. A reader that wants other parameters later requantizes on its own edge,
+    so each piece is requantized on its own, after the SPLIT (measured on TF 2.21: a piece read
+    by a convolution and by a concatenation with a wider range is one SPLIT, then a QUANTIZE read
+    by the concatenation only; the whole input requantized before slicing was ours)."""
+    group = node.attrs["_group"]
+    parts = [n for n in graph.consumers(node.inputs[0]) if n.attrs.get("_group") == group]
+    x = node.inputs[0]
+    operand = params_in(graph, x)
+    results = [params_out(graph, p.outputs[0]) for p in parts]
+    results += [None] * (len(node.attrs["_sizes"]) - len(parts))  # outputs nobody reads
+    chosen = _choose_same_scale([operand] + [None] * (len(node.attrs["_operands"]) - 1), results)
+    if chosen is None:
+        return None
+    touched: Touched = []
+    if operand is None:
+        touched += _producers(graph, x)
+        insert_qdq_after(graph, x, chosen, Origin.PROPAGATED)
+    elif not operand[0].same_as(chosen):
+        for part in parts:
+            insert_qdq_on_edge(graph, part, 0, chosen, Origin.REQUANTIZE)
+    for part, result in zip(parts, results):
+        if result is None or not result[0].same_as(chosen):
+            touched += _readers(graph, part.outputs[0])
+            insert_qdq_after(graph, part.outputs[0], chosen, Origin.PROPAGATED)
+    return touched
+
+
 def _same_scale(graph: Graph, node: Node, ctx: Context) -> Touched | None:
+    if "_group" in node.attrs and ctx.activation_bits == 8:
+        return _split_parts(graph, node, ctx)
     slots = float_operands(node.op, node.inputs)
     operands = [params_in(graph, node.inputs[i]) for i in slots]
     out = node.outputs[0]
