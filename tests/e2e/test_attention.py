@@ -251,3 +251,28 @@ def test_one_op_qat_equals_tensorflow(name: str) -> None:
     assert not oracle.float_tensors(ours) and not oracle.float_tensors(theirs)
     oracle.compare_models(ours, theirs, n_inputs=16, seed=3)
     _assert_run_equals_litert(ours)
+
+
+@pytest.mark.parametrize("activations", ["int8", "int16"])
+def test_check_targets_agree_with_vela_and_tflite_micro(activations: str, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The two-head block: Vela 5.2 places every op on the Ethos-U85 NPU in int8 and 16x8, and on the U55 in
+    int8; in 16x8 it leaves the two BATCH_MATMULs to the U55's CPU ("IFM precision must be Int8"), which
+    the static rule says too. TFLite Micro registers BATCH_MATMUL and TRANSPOSE and runs the file."""
+    from qconvert.tools import check as C
+
+    versions = C.tool_versions()
+    if versions["vela"] is None or versions["tflm"] is None:
+        pytest.skip("ethos-u-vela and tflite-micro are the oracles here (pip install 'qconvert[vela,tflm]')")
+    path = tmp_path / "attention.tflite"
+    ours, _, _ = _ptq(monkeypatch, 2, int16=activations == "int16")
+    path.write_bytes(ours)
+    doc = C.check_model(str(path), ["tflm", "ethos-u55-128", "ethos-u85-256"], n_inputs=2)
+    got = {e["target"]: e for e in doc["targets"]}
+    assert all(e["basis"] == "tool" for e in got.values())
+    assert got["tflm"]["verdict"] == got["ethos-u85-256"]["verdict"] == "runs"
+    u55 = got["ethos-u55-128"]
+    if activations == "int8":
+        assert u55["verdict"] == "runs" and not u55["static"]["problems"]
+    else:
+        assert u55["verdict"] == "partial"
+        assert [(p["op"], p["rule"]) for p in u55["static"]["problems"]] == [("BATCH_MATMUL", "matmul-int16")] * 2
