@@ -119,13 +119,19 @@ def batch_matmul(graph: Graph, node: Node) -> None:
     """``BatchMatMul[V2](x, y)`` as TensorFlow's converter writes it (measured on TF 2.21, QAT and
     post-training alike): with ``y`` a 2-D constant (a weight: a projection ``[B, T, D] x [D, N]``)
     ``FULLY_CONNECTED(x, TRANSPOSE(y, [1,0]), no bias)`` keeping x's leading dimensions (a following
-    BiasAdd becomes its bias); otherwise ``BATCH_MATMUL(x, y)`` with ``adj_x``/``adj_y``, a constant
-    operand quantized like an activation (its own range, as TensorFlow writes it)."""
+    BiasAdd becomes its bias; with ``adj_x``, a TRANSPOSE of x's last two dimensions before it);
+    otherwise ``BATCH_MATMUL(x, y)`` with ``adj_x``/``adj_y``, a constant operand quantized like an
+    activation (its own range, as TensorFlow writes it)."""
     x, y = node.inputs[:2]
     adj_x, adj_y = bool(node.attrs.get("adj_x", False)), bool(node.attrs.get("adj_y", False))
     ys = graph.tensors[y].shape
-    if len(ys) == 2 and not adj_x and _weight(graph, y) and not _weight(graph, x):
+    if len(ys) == 2 and _weight(graph, y) and not _weight(graph, x):
         k, n = ys[::-1] if adj_y else ys
+        if adj_x:  # x's last two dimensions swapped first: TRANSPOSE, then FULLY_CONNECTED (measured)
+            xs = graph.tensors[x].shape
+            perm = [*range(len(xs) - 2), len(xs) - 1, len(xs) - 2]
+            node.inputs[0] = _emit(graph, node, "TRANSPOSE", [x, graph.add_const(f"{node.name}/perm", np.array(
+                perm, np.int32))], tuple(xs[p] for p in perm), {}, "transpose_x")
         if not adj_y:
             _layout(graph, node, 1, "TRANSPOSE", np.array([1, 0]), (n, k))
         node.attrs = {"fused_activation_function": "NONE", "weights_format": "DEFAULT", "keep_num_dims": True}

@@ -197,6 +197,8 @@ ONE_OP = {
                           [("FULLY_CONNECTED", 5)]),
     "weight_transposed": (lambda a, fq: fq(tf.linalg.matmul(a, _fq_weight(fq, _W.T), transpose_b=True), -4.0, 4.0),
                           [[1, 4, 8]], [("FULLY_CONNECTED", 5)]),
+    "weight_adj_x": (lambda a, fq: fq(tf.linalg.matmul(a, _fq_weight(fq, _W), transpose_a=True), -4.0, 4.0),
+                     [[1, 8, 4]], [("TRANSPOSE", 2), ("FULLY_CONNECTED", 5)]),
     # a real permutation of an activation (not only moves of size-1 dimensions): TRANSPOSE v2, same scale
     "transpose": (lambda a, fq: tf.transpose(fq(a * 2.0, -2.0, 2.0), [0, 3, 1, 2]), [[1, 4, 2, 8]],
                   [("MUL", 2), ("TRANSPOSE", 2)]),
