@@ -190,6 +190,9 @@ ONE_OP = {
     # a constant left operand stays BATCH_MATMUL, the constant quantized as an activation (its own range)
     "constant_left": (lambda a, fq: fq(tf.linalg.matmul(_fq_weight(fq, _W.T), a), -4.0, 4.0), [[1, 8, 4]],
                       [("BATCH_MATMUL", 2)]),
+    # a 3-D constant right operand ([1, K, N]) stays BATCH_MATMUL too
+    "constant_right_3d": (lambda a, fq: fq(tf.linalg.matmul(a, _fq_weight(fq, _W[None])), -4.0, 4.0), [[1, 4, 8]],
+                          [("BATCH_MATMUL", 2)]),
     # a 2-D constant right operand: FULLY_CONNECTED v5 (keep_num_dims), the BiasAdd its bias, RELU fused
     "weight_bias_relu": (lambda a, fq: fq(tf.nn.relu(tf.linalg.matmul(a, _fq_weight(fq, _W)) + _B), 0.0, 4.0),
                          [[1, 4, 8]], [("FULLY_CONNECTED", 5)]),
