@@ -85,6 +85,25 @@ def shape_matmul(node: Any, s: list[Shape], c: list[Any]) -> Shape:
     return (m, n)
 
 
+def shape_batch_matmul(node: Any, s: list[Shape], c: list[Any]) -> Shape:
+    """BatchMatMul/V2/V3 ``(x, y)``: ``[..., M, K] x [..., K, N]`` (``adj_x``/``adj_y`` swap the last two
+    dimensions of an operand), batch dimensions broadcast (V2, V3)."""
+    a, b = s
+    if len(a) < 2 or len(b) < 2:
+        raise ConversionError(f"node '{node.name}' ({node.op}): operands must have rank 2 or more, got "
+                              f"{list(a)} and {list(b)}")
+    m, k = (a[-1], a[-2]) if _attr(node, "adj_x", False) else (a[-2], a[-1])
+    k2, n = (b[-1], b[-2]) if _attr(node, "adj_y", False) else (b[-2], b[-1])
+    if k != k2:
+        raise ConversionError(f"node '{node.name}' ({node.op}): inner dimensions differ: {list(a)} x {list(b)}")
+    try:
+        batch = tuple(int(d) for d in np.broadcast_shapes(tuple(a[:-2]), tuple(b[:-2])))
+    except ValueError:
+        raise ConversionError(f"node '{node.name}' ({node.op}): batch dimensions of {list(a)} and {list(b)} "
+                              f"do not broadcast") from None
+    return (*batch, m, n)
+
+
 def shape_broadcast(node: Any, s: list[Shape], c: list[Any]) -> Shape:
     try:
         return tuple(int(d) for d in np.broadcast_shapes(*s))
@@ -401,6 +420,9 @@ TF_OPS: dict[str, TfOp] = {
     "Conv2D": TfOp("CONV_2D", shape_conv2d),
     "DepthwiseConv2dNative": TfOp("DEPTHWISE_CONV_2D", shape_depthwise),
     "MatMul": TfOp("FULLY_CONNECTED", shape_matmul),
+    # FULLY_CONNECTED where the right operand is a 2-D constant (legalize/tf_rewrites.batch_matmul)
+    "BatchMatMul": TfOp("BATCH_MATMUL", shape_batch_matmul),
+    "BatchMatMulV2": TfOp("BATCH_MATMUL", shape_batch_matmul),
     "Conv2DBackpropInput": TfOp("TRANSPOSE_CONV", shape_conv2d_transpose),
     "BiasAdd": TfOp("ADD", shape_bias_add),
     "Add": TfOp("ADD", shape_broadcast),

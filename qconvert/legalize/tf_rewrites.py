@@ -29,6 +29,7 @@ from qconvert.frontend.tf_ops import MULTI_OUTPUT as ELSEWHERE
 from qconvert.frontend.tf_ops import TF_OPS
 from qconvert.ir import Graph, Node, Tensor
 from qconvert.ir.passes import Context
+from qconvert.ops import Rule, row
 from qconvert.ops.windows import STRIDED_SLICE_MASKS
 from qconvert.quant.rounding import rsqrt_float32
 
@@ -103,6 +104,41 @@ def matmul(graph: Graph, node: Node) -> None:
     node.inputs.append(_zero_bias(graph, node, n))
     node.attrs = {"fused_activation_function": "NONE", "weights_format": "DEFAULT", "keep_num_dims": False}
     node.op = "FULLY_CONNECTED"
+
+
+def _weight(graph: Graph, tensor: str) -> bool:
+    """``tensor`` is a constant, or a constant through a FakeQuant (FAKE_QUANT → Q → DQ: a QAT weight)."""
+    node = graph.producer(tensor)
+    while node is not None and (r := row(node.op)) is not None and r.rule is Rule.QUANT:
+        tensor = node.inputs[0]
+        node = graph.producer(tensor)
+    return graph.is_const(tensor)
+
+
+def batch_matmul(graph: Graph, node: Node) -> None:
+    """``BatchMatMul[V2](x, y)`` as TensorFlow's converter writes it (measured on TF 2.21, QAT and
+    post-training alike): with ``y`` a 2-D constant (a weight: a projection ``[B, T, D] x [D, N]``)
+    ``FULLY_CONNECTED(x, TRANSPOSE(y, [1,0]), no bias)`` keeping x's leading dimensions (a following
+    BiasAdd becomes its bias; with ``adj_x``, a TRANSPOSE of x's last two dimensions before it);
+    otherwise ``BATCH_MATMUL(x, y)`` with ``adj_x``/``adj_y``, a constant operand quantized like an
+    activation (its own range, as TensorFlow writes it)."""
+    x, y = node.inputs[:2]
+    adj_x, adj_y = bool(node.attrs.get("adj_x", False)), bool(node.attrs.get("adj_y", False))
+    ys = graph.tensors[y].shape
+    if len(ys) == 2 and _weight(graph, y) and not _weight(graph, x):
+        k, n = ys[::-1] if adj_y else ys
+        if adj_x:  # x's last two dimensions swapped first: TRANSPOSE, then FULLY_CONNECTED (measured)
+            xs = graph.tensors[x].shape
+            perm = [*range(len(xs) - 2), len(xs) - 1, len(xs) - 2]
+            node.inputs[0] = _emit(graph, node, "TRANSPOSE", [x, graph.add_const(f"{node.name}/perm", np.array(
+                perm, np.int32))], tuple(xs[p] for p in perm), {}, "transpose_x")
+        if not adj_y:
+            _layout(graph, node, 1, "TRANSPOSE", np.array([1, 0]), (n, k))
+        node.attrs = {"fused_activation_function": "NONE", "weights_format": "DEFAULT", "keep_num_dims": True}
+        node.op = "FULLY_CONNECTED"
+        return
+    node.attrs = {"adj_x": adj_x, "adj_y": adj_y, "asymmetric_quantize_inputs": False}
+    node.op = "BATCH_MATMUL"
 
 
 def transpose_conv(graph: Graph, node: Node) -> None:
@@ -411,6 +447,8 @@ REWRITES: dict[str, Rewrite] = {
     "Conv2D": conv2d,
     "DepthwiseConv2dNative": depthwise,
     "MatMul": matmul,
+    "BatchMatMul": batch_matmul,
+    "BatchMatMulV2": batch_matmul,
     "Conv2DBackpropInput": transpose_conv,
     "BiasAdd": plain("ADD", fused_activation_function="NONE"),
     "Add": plain("ADD", fused_activation_function="NONE"),

@@ -117,6 +117,16 @@ def fully_connected(node: Any, x: np.ndarray, w: np.ndarray, b: np.ndarray | Non
     return activation(node, y.astype(np.float32, copy=False))
 
 
+def batch_matmul(node: Any, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """BATCH_MATMUL(x, y): ``x @ y`` over broadcast batch dimensions, ``adj_x``/``adj_y`` swapping an
+    operand's last two dimensions (float32 sums)."""
+    if node.attrs.get("adj_x"):
+        x = np.swapaxes(x, -1, -2)
+    if node.attrs.get("adj_y"):
+        y = np.swapaxes(y, -1, -2)
+    return np.matmul(x.astype(np.float32, copy=False), y.astype(np.float32, copy=False))
+
+
 def _pool(node: Any, x: np.ndarray, kind: str) -> np.ndarray:
     kh, kw = int(node.attrs["filter_height"]), int(node.attrs["filter_width"])
     if kind == "max":

@@ -54,6 +54,12 @@ def fully_connected(row: Any, ins: Inputs, out: Operand, options: Mapping[str, A
             "per_channel": len(w.scale) > 1, "wide": qm.fully_connected_effective_scales(x.s, w.scale, out.s)}
 
 
+def batch_matmul(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> Parts:
+    """One pair: QuantizeMultiplier(double(float32(lhs · rhs)) / double(out)), the convolution
+    multiplier without a bias (batch_matmul.cc Prepare, int8 and int16 alike)."""
+    return {"pairs": qm.fully_connected_requant(_input(ins, 0).s, _input(ins, 1).s, out.s)}
+
+
 def _bounds(out: Operand) -> tuple[int, int]:
     """The output's integer range: int16 (16x8), uint8 (older TFLite files) or int8."""
     return {"int16": (-32768, 32767), "uint8": (0, 255)}.get(out.dtype, (-128, 127))

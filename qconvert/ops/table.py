@@ -172,6 +172,9 @@ TABLE: dict[str, OpRow] = dict([
          blockwise_weights=True, int16_options=(("quantized_bias_type", "INT64"),), fuses_activation=True,
          float_inputs=(0,), absorbs_input_scale=True, kernel=fk.fully_connected, folds=True,
          requant=r.fully_connected, version=r.fully_connected_version),
+    # both operands activations (attention's Q·Kᵀ and scores·V): version 2 in int8 and 16x8 (TF 2.21); a
+    # constant operand is quantized as an activation (its own range), as TensorFlow writes it
+    _row("BATCH_MATMUL", Rule.FREE, 2, kernel=fk.batch_matmul, folds=True, requant=r.batch_matmul),
     _row("ADD", Rule.FREE, 2, uint8=True, int16_options=(("pot_scale_int16", False),), requant16=r.add_sub16,
          fuses_activation=True, bias_sign=1,
          neutral=(0.0, (0, 1)), in_place=True,

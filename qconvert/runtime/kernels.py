@@ -197,6 +197,20 @@ def fully_connected(call: OpCall) -> np.ndarray:
     return y.reshape(call.output_shape) if int(np.prod(call.output_shape)) == y.size else y
 
 
+def batch_matmul(call: OpCall) -> np.ndarray:
+    """BATCH_MATMUL: sums of (x − zp)·(y − zp) over broadcast batch dimensions (int32 for int8, int64
+    for int16), rescaled by the one pair, plus the output zero point, clamped."""
+    x = call.inputs[0].astype(I64) - call.input_zps[0]
+    y = call.inputs[1].astype(I64) - call.input_zps[1]
+    if call.options.get("adj_x"):
+        x = np.swapaxes(x, -1, -2)
+    if call.options.get("adj_y"):
+        y = np.swapaxes(y, -1, -2)
+    acc = np.rint(np.matmul(x.astype(np.float64), y.astype(np.float64))).astype(I64)
+    m, s = call.pairs(1)
+    return _finish(call, _rescale_accumulator(call, acc, m[0], s[0]) + call.output_zp)
+
+
 # ---------------------------------------------------------------------------
 # element-wise
 
@@ -602,6 +616,7 @@ KERNELS: dict[str, Callable[[OpCall], np.ndarray]] = {
     "SQUEEZE": reshape,
     "CONCATENATION": concatenation,
     "TRANSPOSE": transpose,
+    "BATCH_MATMUL": batch_matmul,
     "TILE": tile,  # any element type (the row's any_type)
     "CAST": cast,  # between bool, integers and floats (the row's any_type)
     "TFLite_Detection_PostProcess": detection_postprocess,  # a custom op, float32 (the row's custom)

@@ -253,6 +253,11 @@ RULES: tuple[Rule, ...] = (
     _r(U85, "weight-sum", "weight_sum", {"ops": WEIGHTED, "limit8": 8323072, "limit16": 2130706432}, "cpu",
        "the sum of absolute weights of one output channel must not exceed 8323072 (8-bit input) or 2130706432 "
        "(16-bit input)", _VELA_OPS_U85 + " operator constraints"),
+    _r(U55_U65, "matmul-int16", "feature_map_dtype", {"dtypes": ("int16",), "only": ("BATCH_MATMUL",)}, "cpu",
+       "BATCH_MATMUL (a product of two feature maps) takes INT8 inputs only (U85: INT16 too)",
+       "measured: ethos-u-vela 5.2.0 --show-cpu-operations on 16x8 BATCH_MATMUL files (\"IFM precision must be "
+       "Int8\"; int8 BATCH_MATMUL and TRANSPOSE, and both in 16x8 on ethos-u85-256, run on the NPU)",
+       "convert with --activations int8 for an Ethos-U55/U65"),
     _r(U55_U65, "stride", "stride_above", {"ops": ("DEPTHWISE_CONV_2D",), "limit": 3}, "cpu",
        "DEPTHWISE_CONV_2D stride in 1..3", _VELA_OPS_U55 + " DEPTHWISE_CONV_2D constraints"),
     _r(ETHOS_U, "softmax-hw", "softmax_hw", {"ops": ("SOFTMAX",), "limit": 65536}, "cpu",

@@ -174,6 +174,7 @@ ONE_OP = {
     "STRIDED_SLICE": lambda x: x[:, 1:7, 1:7, :],
     "SLICE": lambda x: tf.slice(x, [0, 1, 1, 0], [1, 5, 5, 4]),
     "TRANSPOSE": lambda x: tf.transpose(x, [0, 2, 1, 3]),
+    "BATCH_MATMUL": lambda x: tf.linalg.matmul(x, x, transpose_b=True),  # v2 as in int8 (TF 2.21)
     "SPLIT": lambda x: tf.concat(tf.split(x, 2, axis=3)[::-1], 3),
     "GATHER": lambda x: tf.gather(x, [3, 1, 2, 0], axis=3),
     "REDUCE_MAX": lambda x: tf.reduce_max(x, axis=[1, 2]),

@@ -80,6 +80,8 @@ def expected(model, op) -> tuple[list[tuple[int, int]], int, tuple[int, int] | N
         real_out = twice / float(f32(1 << 20) * f32(so))
         return [quantize_multiplier(s(t[0]) / twice), quantize_multiplier(s(t[1]) / twice),
                 quantize_multiplier(real_out)], 20, clamp
+    if code == B.BATCH_MATMUL:  # batch_matmul.cc Prepare: GetQuantizedConvolutionMultipler, no bias
+        return [quantize_multiplier(float(f32(f32(s(t[0])) * f32(s(t[1])))) / so)], 0, clamp
     if code == B.MUL:
         return [quantize_multiplier(float(f32(f32(s(t[0])) * f32(s(t[1]))) / f32(so)))], 0, clamp
     if code in (B.QUANTIZE, B.MEAN):
@@ -183,3 +185,23 @@ def test_abs_requant_params() -> None:
                                   for m in model.metadata}[METADATA_NAME]) if r.builtin == "ABS"]
     assert sorted(tuple(r.pairs[0]) for r in records)[0] == (1 << 30, 1)  # the second ABS: 3/255 on both sides
     assert check_model(flat) >= 3
+
+
+def test_batch_matmul_requant_params() -> None:
+    """BATCH_MATMUL of two activations (attention's scores), int8: one pair from the float32 product of
+    the input scales over the output scale."""
+    tf = pytest.importorskip("tensorflow", reason="the graph is built with TensorFlow")
+    from qconvert.api import convert_graph
+
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [1, 2, 4, 8], name="input")
+        fq = tf.quantization.fake_quant_with_min_max_vars
+        a = fq(x, -1.0, 1.0)
+        b = fq(fq(a * 0.7, -0.7, 0.7) + 0.1, -0.6, 0.8)
+        tf.identity(fq(tf.linalg.matmul(a, b, transpose_b=True), -5.0, 6.0), name="out")
+    flat = convert_graph(g.as_graph_def().SerializeToString(), {"input": (-1.0, 1.0)}).model
+    model = schema.ModelT.InitFromPackedBuf(bytearray(flat), 0)
+    codes = [model.operatorCodes[op.opcodeIndex].builtinCode for op in model.subgraphs[0].operators]
+    assert codes.count(schema.BuiltinOperator.BATCH_MATMUL) == 1
+    assert check_model(flat) >= 3  # MUL, ADD, BATCH_MATMUL

@@ -234,6 +234,17 @@ def test_rule_vela_weight_sum_stride_bias_float_per_axis() -> None:
     assert ("stride", "cpu", 1) not in _rules(m, "ethos-u85-256")
 
 
+def test_rule_vela_int16_batch_matmul_stays_on_the_cpu_of_u55_u65() -> None:
+    m16 = _m([_t("a", "int16", (1, 2, 4, 8)), _t("b", "int16", (1, 2, 8, 5)), _t("y", "int16", (1, 2, 4, 5))],
+             [OpInfo("BATCH_MATMUL", 2, [0, 1], [2])])
+    m8 = _m([_t("a", "int8", (1, 2, 4, 8)), _t("b", "int8", (1, 2, 8, 5)), _t("y", "int8", (1, 2, 4, 5))],
+            [OpInfo("BATCH_MATMUL", 2, [0, 1], [2])])
+    for target in ("ethos-u55-128", "ethos-u55-256", "ethos-u65-256"):
+        assert _rules(m16, target) == [("matmul-int16", "cpu", 0)]
+        assert _rules(m8, target) == []
+    assert _rules(m16, "ethos-u85-256") == _rules(m16, "tflm") == []
+
+
 def test_rule_tflm_hybrid_and_16x4() -> None:
     w4 = _t("w", "int4", (4, 4), bytes(8))
     m = _m([_t("x", "int16"), w4, _t("f", "float32"), _t("w8", "int8", (4, 4), bytes(16)), _t("y", "int16")],
