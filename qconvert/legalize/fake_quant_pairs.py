@@ -53,15 +53,21 @@ def _range_of(graph: Graph, node) -> tuple[float, float] | None:
 
 def move_reshape_above_fake_quant(graph: Graph, ctx: Context) -> bool:
     """``FakeQuant(x) ──▶ Reshape`` ⇒ ``Reshape(x) ──▶ FakeQuant`` when the FakeQuant has no other
-    reader, as TensorFlow's converter rewrites it before quantizing. On a graph input this
-    matters: the input is then no longer followed by a FakeQuant, so ``--inputs-range`` sets
-    its parameters and a requantize to the FakeQuant's range follows the Reshape."""
+    reader, as TensorFlow's converter rewrites it before quantizing. On a graph input it depends on
+    the FakeQuant's kind (measured on TF 2.21): after a ``FakeQuantWithMinMaxVars`` a Reshape or a
+    Transpose moves above it, so ``--inputs-range`` sets the input's parameters and a QUANTIZE to the
+    FakeQuant's follows the op (a Keras Conv1D's ExpandDims, a Dense on 3-D); after a
+    ``FakeQuantWithMinMaxArgs`` nothing moves, and the input takes the FakeQuant's parameters."""
     moved = False
     for fq in graph:
         if fq.op not in ("FakeQuantWithMinMaxVars", "FakeQuantWithMinMaxArgs"):
             continue
+        at_input = fq.inputs[0] in graph.inputs
+        if at_input and fq.op != "FakeQuantWithMinMaxVars":
+            continue
         readers = graph.consumers(fq.outputs[0])
-        if len(readers) != 1 or readers[0].op != "Reshape" or fq.outputs[0] in graph.outputs:
+        movable = ("Reshape", "Transpose") if at_input else ("Reshape",)
+        if len(readers) != 1 or readers[0].op not in movable or fq.outputs[0] in graph.outputs:
             continue
         reshape = readers[0]
         if reshape.inputs[0] != fq.outputs[0]:

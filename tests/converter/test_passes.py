@@ -402,11 +402,28 @@ def test_reshape_moves_above_a_fake_quant():
     from qconvert.legalize.fake_quant_pairs import move_reshape_above_fake_quant
 
     g = graph_with_input((1, 2, 2, 1))
-    fq = fake_quant(g, "x", -1.0, 1.0, "fq")
+    relu = op(g, "Relu", ["x"], "relu", (1, 2, 2, 1))
+    fq = fake_quant(g, relu, -1.0, 1.0, "fq")
     g.outputs = [op(g, "Reshape", [fq, const(g, "shape", np.array([1, 4], np.int32))], "r", (1, 4))]
     move_reshape_above_fake_quant(g, ctx())
-    assert ops(g) == ["Reshape", "FakeQuantWithMinMaxVars"]
-    assert g.nodes[0].inputs[0] == "x" and g.outputs == ["fq"] and g.tensors["fq"].shape == (1, 4)
+    assert ops(g) == ["Relu", "Reshape", "FakeQuantWithMinMaxVars"]
+    assert g.nodes[1].inputs[0] == "relu" and g.outputs == ["fq"] and g.tensors["fq"].shape == (1, 4)
+
+
+def test_at_a_graph_input_only_a_vars_fake_quant_lets_a_reshape_or_transpose_above_it():
+    """TensorFlow moves a Reshape or Transpose above a graph input's FakeQuantWithMinMaxVars, not above
+    a FakeQuantWithMinMaxArgs (tests/e2e/test_input_fake_quant.py compares with its files)."""
+    from qconvert.legalize.fake_quant_pairs import move_reshape_above_fake_quant
+
+    for kind, moves in (("args", False), ("vars", True)):
+        g = graph_with_input((1, 2, 2, 1))
+        fq = fake_quant(g, "x", -1.0, 1.0, "fq")
+        if kind == "args":
+            g.nodes[0].op, g.nodes[0].inputs = "FakeQuantWithMinMaxArgs", ["x"]
+            g.nodes[0].attrs.update(min=-1.0, max=1.0)
+        g.outputs = [op(g, "Transpose", [fq, const(g, "perm", np.array([0, 2, 1, 3], np.int32))], "t", (1, 2, 2, 1))]
+        assert move_reshape_above_fake_quant(g, ctx()) is moves
+        assert ops(g)[0] == ("Transpose" if moves else g.nodes[0].op)
 
 
 def test_back_to_back_fake_quants_keep_the_first_range():
