@@ -72,9 +72,11 @@ CONST_EVAL: dict[str, Callable[[Any, Sequence[np.ndarray]], np.ndarray]] = {
     "Squeeze": lambda node, v: np.squeeze(v[0], axis=tuple(node.attrs.get("squeeze_dims") or []) or None),
     "Fill": lambda node, v: np.full([int(d) for d in v[0].reshape(-1)], v[1]),
     "Range": _range,  # position ids of a fixed input size (tf.range(tf.shape(x)[1]))
+    # a learned class token broadcast to the batch (tf.broadcast_to(token, [tf.shape(x)[0], 1, D]))
+    "BroadcastTo": lambda node, v: np.broadcast_to(v[0], [int(d) for d in np.asarray(v[1]).reshape(-1)]),
 }
 # Ops that exist only to compute constants: they must fold, or the graph is not supported.
-CONST_ONLY = {"Sqrt", "Prod", "Min", "Cast", "FloorDiv", "Fill", "Shape", "Range"}
+CONST_ONLY = {"Sqrt", "Prod", "Min", "Cast", "FloorDiv", "Fill", "Shape", "Range", "BroadcastTo"}
 
 
 def evaluate(node: Any, values: Sequence[np.ndarray]) -> np.ndarray:

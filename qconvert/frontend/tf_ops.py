@@ -104,6 +104,24 @@ def shape_batch_matmul(node: Any, s: list[Shape], c: list[Any]) -> Shape:
     return (*batch, m, n)
 
 
+def shape_einsum(node: Any, s: list[Shape], c: list[Any]) -> Shape:
+    """Einsum ``(x, y)`` with explicit labels: each output label's size in the operands (what the
+    legalization cannot lower it refuses there, naming the equation)."""
+    equation = str(_attr(node, "equation", "")).replace(" ", "")
+    terms, _, out = equation.partition("->")
+    size: dict[str, int] = {}
+    for term, shape in zip(terms.split(","), s):
+        if term.isalpha() and len(term) == len(shape):
+            for label, d in zip(term, shape):
+                size.setdefault(label, int(d))
+    if not _ or len(s) != 2 or any(label not in size for label in out):
+        raise ConversionError(f"node '{node.name}' (Einsum '{equation}'): not lowered to TFLite ops: only two "
+                              f"operands with explicit labels ('ab,bc->ac'), one per dimension of operands of "
+                              f"ranks {[len(x) for x in s]}, are lowered (rewrite it with tf.linalg.matmul, "
+                              f"tf.transpose and tf.reshape)")
+    return tuple(size[label] for label in out)
+
+
 def shape_broadcast(node: Any, s: list[Shape], c: list[Any]) -> Shape:
     try:
         return tuple(int(d) for d in np.broadcast_shapes(*s))
@@ -423,6 +441,8 @@ TF_OPS: dict[str, TfOp] = {
     # FULLY_CONNECTED where the right operand is a 2-D constant (legalize/tf_rewrites.batch_matmul)
     "BatchMatMul": TfOp("BATCH_MATMUL", shape_batch_matmul),
     "BatchMatMulV2": TfOp("BATCH_MATMUL", shape_batch_matmul),
+    # TRANSPOSE/RESHAPE around BATCH_MATMUL or FULLY_CONNECTED (legalize/einsum.py)
+    "Einsum": TfOp("BATCH_MATMUL", shape_einsum),
     "Conv2DBackpropInput": TfOp("TRANSPOSE_CONV", shape_conv2d_transpose),
     "BiasAdd": TfOp("ADD", shape_bias_add),
     "Add": TfOp("ADD", shape_broadcast),

@@ -96,13 +96,33 @@ def _is_tail(tail: Sequence[int], full: Sequence[int]) -> bool:
     return len(tail) <= len(full) and tuple(tail) == tuple(full[len(full) - len(tail):])
 
 
+def _without_leading_ones(shape: Sequence[int]) -> tuple[int, ...]:
+    dims = list(shape)
+    while dims and dims[0] == 1:
+        dims.pop(0)
+    return tuple(dims)
+
+
+def _after_fully_connected(graph: Graph, tensor: str) -> bool:
+    """``tensor`` is a FULLY_CONNECTED's output (a weighted op without a channel axis)."""
+    node = graph.producer(tensor)
+    r = None if node is None else row(node.op)
+    return r is not None and r.rule is Rule.WEIGHTED and r.weight_axis is None
+
+
 def move_binary_before_reshape(graph: Graph, ctx: Context) -> bool:
-    """``RESHAPE(x) ──▶ ADD|SUB|MUL(·, c)`` ⇒ ``ADD|SUB|MUL(x, c) ──▶ RESHAPE``, when the
-    constant's shape is a tail of both shapes and the reshape's output shape a tail of its
-    input's (ranks ≤ 4, the RESHAPE read only by that op): TensorFlow's
-    MoveBinaryOperatorBeforeReshape. A Keras Conv1D's bias (and a BatchNorm after it) follows
-    the Squeeze of the 2-D convolution it is written as; moved before it, it fuses into the
-    convolution (measured on TF 2.21: Conv1D + bias + BatchNorm is RESHAPE, CONV_2D, RESHAPE)."""
+    """``RESHAPE(x) ──▶ ADD|SUB|MUL(·, c)`` ⇒ ``ADD|SUB|MUL(x, c) ──▶ RESHAPE`` (ranks ≤ 4, the
+    RESHAPE read only by that op), as TensorFlow moves it (measured on TF 2.21):
+
+    1. when the constant's shape is a tail of both shapes (a scalar always is). A Keras Conv1D's
+       bias (and a BatchNorm after it) follows the Squeeze of the 2-D convolution it is written
+       as; moved before it, it fuses into the convolution (Conv1D + bias + BatchNorm is RESHAPE,
+       CONV_2D, RESHAPE); MultiHeadAttention's query scale 1/√d follows the RESHAPE to heads.
+    2. when ``x`` is a FULLY_CONNECTED's output, the constant without its leading ones a tail of
+       the RESHAPE's shape and as many values as ``x``'s last dimension: the constant flattened to
+       1-D. An EinsumDense bias [H, D] after the RESHAPE [B, T, H·D] → [B, T, H, D] of its
+       product, which then fuses into the FULLY_CONNECTED's bias (a constant of another size,
+       or after another op, stays after the RESHAPE)."""
     moved = False
     for binary in list(graph):
         r = row(binary.op)
@@ -116,9 +136,13 @@ def move_binary_before_reshape(graph: Graph, ctx: Context) -> bool:
         x, mid = reshape.inputs[0], reshape.outputs[0]
         x_shape, mid_shape = graph.tensors[x].shape, graph.tensors[mid].shape
         if x_shape is None or mid_shape is None or graph.tensors[x].dtype != c.dtype.name \
-                or max(len(x_shape), len(mid_shape), c.ndim) > 4 \
-                or not (_is_tail(c.shape, mid_shape) and _is_tail(mid_shape, x_shape) and _is_tail(c.shape, x_shape)):
+                or max(len(x_shape), len(mid_shape), c.ndim) > 4:
             continue
+        if not (_is_tail(c.shape, mid_shape) and _is_tail(c.shape, x_shape)):
+            if not (_after_fully_connected(graph, x) and _is_tail(_without_leading_ones(c.shape), mid_shape)
+                    and len(x_shape) and x_shape[-1] == c.size):
+                continue
+            binary.inputs[1] = graph.add_const(f"{binary.inputs[1]}/flat", c.reshape(-1))
         out = binary.outputs[0]
         binary.inputs[0] = x
         binary.outputs = [mid]

@@ -29,6 +29,7 @@ from qconvert.frontend.tf_ops import MULTI_OUTPUT as ELSEWHERE
 from qconvert.frontend.tf_ops import TF_OPS
 from qconvert.ir import Graph, Node, Tensor
 from qconvert.ir.passes import Context
+from qconvert.legalize.einsum import Unsupported, plan, refusal
 from qconvert.ops import Rule, row
 from qconvert.ops.windows import STRIDED_SLICE_MASKS
 from qconvert.quant.rounding import rsqrt_float32
@@ -118,10 +119,13 @@ def _weight(graph: Graph, tensor: str) -> bool:
 def batch_matmul(graph: Graph, node: Node) -> None:
     """``BatchMatMul[V2](x, y)`` as TensorFlow's converter writes it (measured on TF 2.21, QAT and
     post-training alike): with ``y`` a 2-D constant (a weight: a projection ``[B, T, D] x [D, N]``)
-    ``FULLY_CONNECTED(x, TRANSPOSE(y, [1,0]), no bias)`` keeping x's leading dimensions (a following
+    ``FULLY_CONNECTED(x, TRANSPOSE(y, [1,0]), no bias)`` keeping x's leading dimensions (none on a 2-D x: no
+    ``keep_num_dims``, version 4; a following
     BiasAdd becomes its bias; with ``adj_x``, a TRANSPOSE of x's last two dimensions before it);
     otherwise ``BATCH_MATMUL(x, y)`` with ``adj_x``/``adj_y``, a constant operand quantized like an
-    activation (its own range, as TensorFlow writes it)."""
+    activation (its own range, as TensorFlow writes it); an operand that is a TRANSPOSE of the last
+    two dimensions is read untransposed with its adjoint flag flipped (the TRANSPOSE stays for its
+    other readers), as TensorFlow fuses it."""
     x, y = node.inputs[:2]
     adj_x, adj_y = bool(node.attrs.get("adj_x", False)), bool(node.attrs.get("adj_y", False))
     ys = graph.tensors[y].shape
@@ -134,11 +138,93 @@ def batch_matmul(graph: Graph, node: Node) -> None:
                 perm, np.int32))], tuple(xs[p] for p in perm), {}, "transpose_x")
         if not adj_y:
             _layout(graph, node, 1, "TRANSPOSE", np.array([1, 0]), (n, k))
-        node.attrs = {"fused_activation_function": "NONE", "weights_format": "DEFAULT", "keep_num_dims": True}
+        # keep_num_dims only where there are dimensions to keep (a 2-D x: v4 without it, measured)
+        node.attrs = {"fused_activation_function": "NONE", "weights_format": "DEFAULT",
+                      "keep_num_dims": len(graph.tensors[x].shape) != 2}
         node.op = "FULLY_CONNECTED"
         return
-    node.attrs = {"adj_x": adj_x, "adj_y": adj_y, "asymmetric_quantize_inputs": False}
+    adj = [adj_x, adj_y]
+    for slot in (0, 1):  # a TRANSPOSE of the last two dimensions is the operand's adjoint flag (measured)
+        source = _swapped_last_two(graph, node.inputs[slot])
+        if source is not None:
+            transposed, node.inputs[slot], adj[slot] = node.inputs[slot], source, not adj[slot]
+            if not graph.consumers(transposed) and transposed not in graph.outputs:
+                dead = graph.producer(transposed)
+                assert dead is not None
+                graph.remove_nodes([dead])
+    node.attrs = {"adj_x": adj[0], "adj_y": adj[1], "asymmetric_quantize_inputs": False}
     node.op = "BATCH_MATMUL"
+
+
+def _swapped_last_two(graph: Graph, tensor: str) -> str | None:
+    """The input of the TRANSPOSE writing ``tensor`` when it swaps only the last two dimensions."""
+    node = graph.producer(tensor)
+    if node is None or node.op not in ("Transpose", "TRANSPOSE") or len(node.inputs) != 2:
+        return None
+    perm = graph.const(node.inputs[1])
+    if perm is None:
+        return None
+    perm = np.asarray(perm).reshape(-1).tolist()
+    n = len(perm)
+    return node.inputs[0] if n >= 2 and perm == [*range(n - 2), n - 1, n - 2] else None
+
+
+def _tf_step(graph: Graph, node: Node, op: str, inputs: list[str], attrs: dict, shape: tuple[int, ...] | None,
+             suffix: str) -> str:
+    """A TensorFlow ``op`` in front of ``node``, legalized at once by its rewrite; its output. With
+    ``shape`` None, ``node`` itself becomes it (the last step: its output is the graph's tensor)."""
+    if shape is None:
+        step = node
+        node.inputs, node.attrs, node.op = inputs, attrs, op
+    else:
+        out = _emit(graph, node, op, inputs, shape, attrs, suffix)
+        step = graph.producer(out)
+        assert step is not None
+    REWRITES[op](graph, step)
+    return step.outputs[0]
+
+
+def _einsum_operand(graph: Graph, node: Node, tensor: str, perm: tuple[int, ...] | None,
+                    shape: tuple[int, ...] | None, which: str) -> str:
+    """An Einsum operand transposed by ``perm`` and reshaped to ``shape``: a constant at once (TensorFlow
+    folds it), an activation by TRANSPOSE and RESHAPE."""
+    value = graph.const(tensor)
+    if value is not None:
+        value = np.asarray(value)
+        value = value if perm is None else np.transpose(value, perm)
+        value = value if shape is None else value.reshape(shape)
+        return graph.add_const(f"{node.name}/{which}", np.ascontiguousarray(value))
+    if perm is not None:
+        dims = tuple(graph.tensors[tensor].shape[p] for p in perm)
+        tensor = _tf_step(graph, node, "Transpose", [tensor, graph.add_const(
+            f"{node.name}/{which}_perm", np.array(perm, np.int32))], {}, dims, f"transpose_{which}")
+    if shape is not None:
+        tensor = _tf_step(graph, node, "Reshape", [tensor, graph.add_const(
+            f"{node.name}/{which}_shape", np.array(shape, np.int32))], {}, shape, f"reshape_{which}")
+    return tensor
+
+
+def einsum(graph: Graph, node: Node) -> None:
+    """``Einsum(x, y)`` ⇒ TRANSPOSE/RESHAPE of each operand, BATCH_MATMUL (FULLY_CONNECTED with a 2-D
+    constant right operand), RESHAPE and TRANSPOSE of the product, as TensorFlow lowers it
+    (``qconvert.legalize.einsum``: the rule; an identity step writes nothing)."""
+    equation = str(node.attrs.get("equation", ""))
+    x, y = node.inputs[:2]
+    try:
+        p = plan(equation, graph.tensors[x].shape, graph.tensors[y].shape)
+    except Unsupported as e:
+        raise refusal(node.name, equation, str(e)) from None
+    x = _einsum_operand(graph, node, x, p.x_perm, p.x_shape, "x")
+    y = _einsum_operand(graph, node, y, p.y_perm, p.y_shape, "y")
+    last = "transpose" if p.out_perm is not None else "reshape" if p.out_shape is not None else "matmul"
+    h = _tf_step(graph, node, "BatchMatMulV2", [x, y], {"adj_x": False, "adj_y": False},
+                 None if last == "matmul" else p.product, "matmul")
+    if p.out_shape is not None:
+        h = _tf_step(graph, node, "Reshape", [h, graph.add_const(f"{node.name}/out_shape", np.array(
+            p.out_shape, np.int32))], {}, None if last == "reshape" else p.out_shape, "reshape_out")
+    if p.out_perm is not None:
+        _tf_step(graph, node, "Transpose", [h, graph.add_const(f"{node.name}/out_perm", np.array(
+            p.out_perm, np.int32))], {}, None, "transpose_out")
 
 
 def transpose_conv(graph: Graph, node: Node) -> None:
@@ -449,6 +535,7 @@ REWRITES: dict[str, Rewrite] = {
     "MatMul": matmul,
     "BatchMatMul": batch_matmul,
     "BatchMatMulV2": batch_matmul,
+    "Einsum": einsum,
     "Conv2DBackpropInput": transpose_conv,
     "BiasAdd": plain("ADD", fused_activation_function="NONE"),
     "Add": plain("ADD", fused_activation_function="NONE"),

@@ -225,6 +225,15 @@ def transpose_conv_version(row: Any, ins: Inputs, out: Operand, options: Mapping
     return 3 if len(ins) > 3 and ins[3] is not None else row.int8_version
 
 
+def transpose_version(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> int:
+    """TRANSPOSE: version 6 above 5 dimensions, 4 on 5 (int8), else the row's (TFLite's op_version rules;
+    a 6-D patch extraction measured on TF 2.21)."""
+    rank = len(_input(ins, 0).shape)
+    if rank > 5:
+        return 6
+    return 4 if rank > 4 and out.dtype != "int16" else row.int8_version
+
+
 def fully_connected_version(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> int:
     """FULLY_CONNECTED int8: version 4, 5 with keep_num_dims (TFLite's op_version rules)."""
     return 5 if options.get("keep_num_dims") else row.int8_version

@@ -242,7 +242,7 @@ TABLE: dict[str, OpRow] = dict([
     _row("DEQUANTIZE", Rule.QUANT, 2),  # to float32 at a model output only (`run`: the float boundary)
     _row("FAKE_QUANT", Rule.QUANT, 1, kernel=fk.fake_quant, folds=True, dropped_after_legalize=True),
     _row("TRANSPOSE", Rule.SAME_SCALE, 2, uint8=True, float_inputs=(0,), kernel=fk.transpose, folds=True,
-         layout="transpose"),
+         layout="transpose", version=r.transpose_version),
     _row("SPACE_TO_DEPTH", Rule.SAME_SCALE, 2, form16=Form16.NONE, kernel=fk.space_to_depth, folds=True),
     _row("DEPTH_TO_SPACE", Rule.SAME_SCALE, 2, form16=Form16.NONE, kernel=fk.depth_to_space, folds=True),
     # int32/int64 output: no parameters; TF 2.21 has no 16x8 form, LiteRT no int16 kernel
