@@ -22,7 +22,9 @@ with equal contents).
   before weights become int8 or float16, so a shared weight is quantized once and read through
   one DEQUANTIZE, as in TensorFlow's files.
 
-The name that stays is the first reader's in graph order.
+The name that stays is the first reader's in graph order. Not merged: the op table's
+``unshared_slots`` (a STRIDED_SLICE's begin, end and strides: TensorFlow rewrites them after its
+last merge, and two equal ones may stay apart).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import numpy as np
 
 from qconvert.ir import Graph
 from qconvert.ir.passes import Context
+from qconvert.ops import row
 
 
 def float_digest(value: np.ndarray) -> bytes:
@@ -50,6 +53,12 @@ def share_constants(graph: Graph, ctx: Context) -> bool:
     mapping: dict[str, str] = {}
     pinned = {*graph.inputs, *graph.outputs}
     pinned.update(t.blockwise[0] for t in graph.tensors.values() if t.blockwise is not None)
+    # TensorFlow rewrites a STRIDED_SLICE's begin/end/strides late (padded to the input's rank) and
+    # merges them only in part (measured: equal begin and end stay two tensors): left as they are
+    for n in graph.nodes:
+        r = row(n.op)
+        if r is not None and r.unshared_slots:
+            pinned.update(i for k, i in enumerate(n.inputs) if k in r.unshared_slots)
 
     def digest(name: str) -> bytes:
         if name not in digests:
