@@ -44,6 +44,9 @@ class Tensor:
     quant: QuantParams | None = None
     # blockwise (sub-channel) weights: (the FLOAT16 scale tensor's name, block size along the last dim)
     blockwise: tuple[str, int] | None = None
+    # a quantized constant: a digest of the float constant it was quantized from (dtype, shape,
+    # bytes), so that equal constants are stored once only where TensorFlow stores them once
+    source: bytes | None = None
 
     @property
     def is_const(self) -> bool:

@@ -85,6 +85,8 @@ class OpRow:
     hybrid: tuple[int, int] | None = None
     hybrid_options: tuple[tuple[str, Any], ...] = ()  # options TF sets on the hybrid form
     float_drops_zero_bias: bool = False  # float and hybrid forms: TF writes no bias where it is all zeros
+    # constant operand slots TF rewrites after it merges equal constants: each op keeps its own (share.py)
+    unshared_slots: tuple[int, ...] = ()
     # the float form's version from its options and which operands are given (None: 1)
     float_version: Callable[[Mapping[str, Any], Sequence[bool]], int] | None = None
     grouped_version: int | None = None  # float, hybrid and float16 forms: the version of a grouped convolution
@@ -193,7 +195,7 @@ TABLE: dict[str, OpRow] = dict([
     _row("SLICE", Rule.SAME_SCALE, 2, uint8=True, int32_shapes=True, float_inputs=(0,), kernel=fk.slice_,
          folds=True),
     _row("STRIDED_SLICE", Rule.SAME_SCALE, 2, uint8=True, int32_shapes=True, float_inputs=(0,),
-         kernel=fk.strided_slice, folds=True),
+         kernel=fk.strided_slice, folds=True, unshared_slots=(1, 2, 3)),
     _row("RELU", Rule.FREE, 2, uint8=True, activation="RELU", kernel=fk.relu, requant=r.relu),
     _row("RELU6", Rule.FREE, 2, uint8=True, activation="RELU6", kernel=fk.relu6, requant=r.relu),
     _row("RELU_N1_TO_1", Rule.FREE, 1, form16=Form16.NONE, activation="RELU_N1_TO_1", kernel=fk.relu_n1_to_1,

@@ -38,6 +38,7 @@ from qconvert.quant import (
     quantize_weights_16x8,
     round_half_away_array,
 )
+from qconvert.quantize_pass.share import float_digest
 
 
 def quantize_constants(graph: Graph, ctx: Context) -> bool:
@@ -75,6 +76,8 @@ def quantize_constants(graph: Graph, ctx: Context) -> bool:
             else:
                 out.data = (quantize_array_legacy if ctx.legacy_float_scale else quantize_array)(value, params)
         out.dtype = params.dtype if params.dtype == "int4" else out.data.dtype.name
+        if params.dtype not in ("int32", "int64"):  # a bias stays one per reader, as in TF (share.py)
+            out.source = float_digest(value)  # equal float constants quantized alike are stored once
         dead.append(node)
     graph.remove_nodes(dead)
     return bool(dead)

@@ -23,16 +23,17 @@ from qconvert.quantize_pass.fold_ops import (
 )
 from qconvert.quantize_pass.graph_io import detection_output_shapes, quantize_io, rename_io
 from qconvert.quantize_pass.regroup import regroup_splits
+from qconvert.quantize_pass.share import share_constants
 from qconvert.quantize_pass.uint8 import to_uint8
 
-QUANTIZE = Stage("quantize", "quantize_pass", "DQ→op→Q ⇒ int8 op; int8/int32 constants; int8 graph I/O; uint8 models; "
+QUANTIZE = Stage("quantize", "quantize_pass", "DQ→op→Q ⇒ int8 op; int8/int32 constants; int8 graph I/O; uint8 models; equal constants once; "
                  "versions; multiplier/shift records",
                  (drop_back_to_back_fake_quant, float_op_constants, quantize_constants, fold_quantized_ops,
                   fold_requantize, fuse_quantized_activation, regroup_splits, quantize_io, rename_io, detection_output_shapes,
                   tidy_names,
-                  check_int8, to_uint8, assign_versions, int16_options, requant_records))
+                  check_int8, to_uint8, share_constants, assign_versions, int16_options, requant_records))
 
-DYNAMIC_RANGE = Stage("dynamic-range", "quantize_pass", "activations float: --activations float (int8 weights of "
+DYNAMIC_RANGE = Stage("dynamic-range", "quantize_pass", "activations float: equal constants once; --activations float (int8 weights of "
                       "hybrid ops, or float16 constants), --block-size (FULLY_CONNECTED weights int4 in blocks "
                       "along the input dimension, FLOAT16 scales)",
-                      (blockwise_weights, drop_zero_bias, hybrid_weights, float16_constants, float_versions))
+                      (share_constants, blockwise_weights, drop_zero_bias, hybrid_weights, float16_constants, float_versions))

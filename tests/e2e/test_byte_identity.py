@@ -47,6 +47,16 @@ v_mean_keep, v_transpose_ops).
 Issue 35's CNN patterns (hard-swish before a convolution, split pieces requantized after the SPLIT, the
 squeeze-and-excite RESHAPE before a broadcast; tests/e2e/test_cnn_patterns.py against TensorFlow) changed
 no entry: 301 passed, 12 skipped, before and after (no corpus model holds those spellings).
+
+Issue 35's equal constants stored once (tests/e2e/test_shared_constants.py against TensorFlow) re-recorded
+6 outputs, inputs unchanged: custom_ptq/gru_unrolled and lstm_unrolled, layer/layer_norm ptq and qat,
+tfmot/layers_1d, zoo/MobileNetV3Small. For each, the file of the commit before (705cc23) and the new one
+have the same ops, versions, options and every operand's dtype, shape, parameters and bytes, op by op,
+and equal outputs in LiteRT REF: only which ops read one constant tensor changed. Against TensorFlow's
+files: GRU 139 tensors and 22 constants as TF (167 and 50 before), layer_norm's constants and 15 tensors
+as TF's, layers_1d's 43 tensors and its sharing as TF's, MobileNetV3Small's constants and 208 tensors as
+TF's given its ranges; the LSTM's 32 constants against TF's 12 are the zero biases TF does not write
+(test_custom_ptq.py), 69 before.
 """
 
 from __future__ import annotations
