@@ -102,7 +102,8 @@ def matmul(graph: Graph, node: Node) -> None:
         n = k
     else:
         _layout(graph, node, 1, "TRANSPOSE", np.array([1, 0]), (n, k))
-    node.inputs.append(_zero_bias(graph, node, n))
+    # no bias: TensorFlow writes none (-1) for a MatMul without BiasAdd, in int8, 16x8 and float files
+    # alike (measured on TF 2.21); a following BiasAdd or ADD of a constant becomes its bias (fuse)
     node.attrs = {"fused_activation_function": "NONE", "weights_format": "DEFAULT", "keep_num_dims": False}
     node.op = "FULLY_CONNECTED"
 

@@ -85,6 +85,7 @@ class OpRow:
     hybrid: tuple[int, int] | None = None
     hybrid_options: tuple[tuple[str, Any], ...] = ()  # options TF sets on the hybrid form
     float_drops_zero_bias: bool = False  # float and hybrid forms: TF writes no bias where it is all zeros
+    absent_bias_written: bool = False  # a missing optional bias is written as operand -1, as TF writes it
     # constant operand slots TF rewrites after it merges equal constants: each op keeps its own (share.py)
     unshared_slots: tuple[int, ...] = ()
     # the float form's version from its options and which operands are given (None: 1)
@@ -170,6 +171,7 @@ TABLE: dict[str, OpRow] = dict([
          version=r.transpose_conv_version),
     _row("FULLY_CONNECTED", Rule.WEIGHTED, 4, uint8=True, int4_version=10, int4_in_reference=True,
          hybrid=(12, 0), hybrid_options=(("asymmetric_quantize_inputs", True),), float_drops_zero_bias=True,
+         absent_bias_written=True,
          float_version=r.fully_connected_float_version,
          blockwise_weights=True, int16_options=(("quantized_bias_type", "INT64"),), fuses_activation=True,
          float_inputs=(0,), absorbs_input_scale=True, kernel=fk.fully_connected, folds=True,

@@ -14,7 +14,14 @@ from qconvert.quantize_pass.dynamic_range import (
     float_versions,
     hybrid_weights,
 )
-from qconvert.quantize_pass.finalize import assign_versions, check_int8, int16_options, requant_records, tidy_names
+from qconvert.quantize_pass.finalize import (
+    assign_versions,
+    check_int8,
+    int16_options,
+    requant_records,
+    tidy_names,
+    write_absent_bias,
+)
 from qconvert.quantize_pass.fold_ops import (
     float_op_constants,
     fold_quantized_ops,
@@ -31,9 +38,11 @@ QUANTIZE = Stage("quantize", "quantize_pass", "DQ→op→Q ⇒ int8 op; int8/int
                  (drop_back_to_back_fake_quant, float_op_constants, quantize_constants, fold_quantized_ops,
                   fold_requantize, fuse_quantized_activation, regroup_splits, quantize_io, rename_io, detection_output_shapes,
                   tidy_names,
-                  check_int8, to_uint8, share_constants, assign_versions, int16_options, requant_records))
+                  check_int8, to_uint8, share_constants, assign_versions, int16_options, requant_records,
+                  write_absent_bias))
 
 DYNAMIC_RANGE = Stage("dynamic-range", "quantize_pass", "activations float: equal constants once; --activations float (int8 weights of "
                       "hybrid ops, or float16 constants), --block-size (FULLY_CONNECTED weights int4 in blocks "
                       "along the input dimension, FLOAT16 scales)",
-                      (share_constants, blockwise_weights, drop_zero_bias, hybrid_weights, float16_constants, float_versions))
+                      (share_constants, blockwise_weights, drop_zero_bias, hybrid_weights, float16_constants, float_versions,
+                       write_absent_bias))

@@ -128,9 +128,8 @@ def test_matches_tensorflows_ptq(name: str, built, monkeypatch: pytest.MonkeyPat
 
 def _int32_constants(tflite: bytes) -> list[tuple[str, bytes]]:
     """The int32 biases of the convolutions and FULLY_CONNECTEDs, in op order, all-zero ones left
-    out: an unrolled LSTM's recurrent MatMuls have none, TensorFlow writes no bias and qconvert
-    a zero one (the same sums; seen when TensorFlow converts the LSTM fully int8, which it does
-    after other conversions in the same process and not alone)."""
+    out (a zero bias and none give the same sums; an unrolled LSTM's recurrent MatMuls have none in
+    both files since issue 35)."""
     import oracle
 
     weighted = {"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "TRANSPOSE_CONV"}
