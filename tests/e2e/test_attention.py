@@ -29,7 +29,6 @@ pytest.importorskip("ai_edge_litert", reason="ai-edge-litert runs the converted 
 import oracle  # noqa: E402
 
 from qconvert.api import convert_graph  # noqa: E402
-from qconvert.runtime.interpreter import IntegerModel  # noqa: E402
 from qconvert.schema.reader import read_model  # noqa: E402
 
 T, D = 8, 16  # tokens, model width
@@ -110,22 +109,6 @@ def _ptq(monkeypatch: pytest.MonkeyPatch, heads: int, int16: bool) -> tuple[byte
     return ours, theirs, samples
 
 
-def _assert_run_equals_litert(tflite: bytes, n: int = 8) -> None:
-    """``qconvert run`` gives LiteRT REF's outputs on random inputs over the whole integer range."""
-    ours = IntegerModel(tflite)
-    rng = np.random.default_rng(5)
-    for _ in range(n):
-        feeds = {}
-        for d in oracle.io_details(tflite)["inputs"]:
-            info = np.iinfo(np.dtype(d["dtype"]))
-            feeds[d["name"]] = rng.integers(info.min, info.max + 1, d["shape"]).astype(d["dtype"])
-        expected = oracle.run_litert(tflite, feeds)
-        got = list(ours.run(feeds).values())
-        assert len(got) == len(expected)
-        for a, b in zip(got, expected):
-            np.testing.assert_array_equal(np.asarray(a), b)
-
-
 @pytest.mark.parametrize("heads", HEADS)
 def test_ptq_bit_exact_with_tensorflow_given_its_ranges(heads: int, monkeypatch: pytest.MonkeyPatch) -> None:
     ours, theirs, samples = _ptq(monkeypatch, heads, int16=False)
@@ -138,7 +121,7 @@ def test_ptq_bit_exact_with_tensorflow_given_its_ranges(heads: int, monkeypatch:
     assert report.tensors > 8 and report.weights == 5 and not report.unpaired, report
     assert report.max_rel_scale == 0 and not report.zero_point_diffs and not report.weight_diffs, report
     assert report.max_lsb == 0, report
-    _assert_run_equals_litert(ours)
+    oracle.assert_run_equals_litert(ours)
 
 
 @pytest.mark.parametrize("heads", HEADS)
@@ -155,7 +138,7 @@ def test_16x8_bit_exact_with_tensorflow_given_its_ranges(heads: int, monkeypatch
     report = oracle.compare_ptq(ours, theirs, samples, ["input"])
     assert report.max_lsb == 0 and report.outputs > 0, report
     oracle.compare_models(ours, theirs)
-    _assert_run_equals_litert(ours)
+    oracle.assert_run_equals_litert(ours)
 
 
 @pytest.mark.parametrize("heads", HEADS)
@@ -168,7 +151,7 @@ def test_qat_matches_tensorflow(heads: int) -> None:
     assert _ops(ours) == _ops(theirs)
     assert not oracle.float_tensors(ours) and not oracle.float_tensors(theirs)
     oracle.compare_models(ours, theirs, n_inputs=32, seed=3)
-    _assert_run_equals_litert(ours)
+    oracle.assert_run_equals_litert(ours)
 
 
 # ---------------------------------------------------------------------------
@@ -242,7 +225,7 @@ def test_one_op_post_training_equals_tensorflow(name: str, int16: bool, monkeypa
     report = oracle.compare_ptq(ours, theirs, samples, names)
     assert report.max_rel_scale == 0 and not report.zero_point_diffs and not report.weight_diffs, report
     assert report.max_lsb == 0 and report.outputs > 0, report
-    _assert_run_equals_litert(ours)
+    oracle.assert_run_equals_litert(ours)
 
 
 @pytest.mark.parametrize("name", sorted(ONE_OP))
@@ -255,7 +238,7 @@ def test_one_op_qat_equals_tensorflow(name: str) -> None:
     assert _ops(ours) == _ops(theirs)
     assert not oracle.float_tensors(ours) and not oracle.float_tensors(theirs)
     oracle.compare_models(ours, theirs, n_inputs=16, seed=3)
-    _assert_run_equals_litert(ours)
+    oracle.assert_run_equals_litert(ours)
 
 
 @pytest.mark.parametrize("activations", ["int8", "int16"])

@@ -35,7 +35,6 @@ import transformers  # noqa: E402
 
 from qconvert.api import convert_graph  # noqa: E402
 from qconvert.errors import ConversionError  # noqa: E402
-from qconvert.runtime.interpreter import IntegerModel  # noqa: E402
 from qconvert.schema.reader import read_model  # noqa: E402
 
 # equation, x's shape, y's shape, y constant (a weight)
@@ -83,22 +82,6 @@ def _op_options(tflite: bytes) -> list[tuple[str, object]]:
     return sorted(out, key=repr)
 
 
-def _assert_run_equals_litert(tflite: bytes, n: int = 4) -> None:
-    """``qconvert run`` gives LiteRT REF's outputs on random inputs over the whole integer range."""
-    ours = IntegerModel(tflite)
-    rng = np.random.default_rng(5)
-    for _ in range(n):
-        feeds = {}
-        for d in oracle.io_details(tflite)["inputs"]:
-            info = np.iinfo(np.dtype(d["dtype"]))
-            feeds[d["name"]] = rng.integers(info.min, info.max + 1, d["shape"]).astype(d["dtype"])
-        expected = oracle.run_litert(tflite, feeds)
-        got = list(ours.run(feeds).values())
-        assert len(got) == len(expected)
-        for a, b in zip(got, expected):
-            np.testing.assert_array_equal(np.asarray(a), b)
-
-
 def _ptq(monkeypatch: pytest.MonkeyPatch, model: oracle.FloatGraph, samples: dict[str, np.ndarray],
          int16: bool = False) -> tuple[bytes, bytes]:
     theirs = oracle.tf_ptq_convert(model, samples, int16=int16)
@@ -125,7 +108,7 @@ def test_einsum_as_tensorflow_lowers_it(eq: str, xs: list[int], ys: list[int], c
     assert report.weights == int(const) and not report.unpaired, report
     assert report.max_rel_scale == 0 and not report.zero_point_diffs and not report.weight_diffs, report
     assert report.max_lsb == 0, report
-    _assert_run_equals_litert(ours)
+    oracle.assert_run_equals_litert(ours)
 
 
 @pytest.mark.parametrize("eq,xs,ys", [
@@ -178,7 +161,7 @@ def test_transformer_bit_exact_with_tensorflows_ptq_given_its_ranges(name: str, 
     assert report.tensors > 40 and not report.unpaired, report
     assert report.max_rel_scale == 0 and not report.zero_point_diffs and not report.weight_diffs, report
     assert report.max_lsb == 0, report
-    _assert_run_equals_litert(ours)
+    oracle.assert_run_equals_litert(ours)
 
 
 @pytest.mark.parametrize("name", ["encoder-conv-erf", "vit-conv-erf"])
@@ -219,4 +202,4 @@ def test_dense_on_patches_differs_from_tensorflow_where_it_combines_bias_and_pos
         return sum(1 for o in m.operators if o.builtin == "FULLY_CONNECTED" and len(o.inputs) > 2 and o.inputs[2] >= 0)
 
     assert biases(theirs) == biases(ours) - 1  # TF's patch projection has no bias: it went into the ADD
-    _assert_run_equals_litert(ours)
+    oracle.assert_run_equals_litert(ours)
