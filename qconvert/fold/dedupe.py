@@ -8,6 +8,13 @@ NASNetMobile at 32 px: TensorFlow writes 48 RELU, 40 AVERAGE_POOL_2D and 4 MAX_P
 each branch's copy gave 112, 52 and 8). Two ops are the same when they have the same op,
 operands (by name, in order), attributes, and output types, shapes and quantization
 parameters (two QUANTIZE nodes of one tensor with other parameters are different ops).
+A float32 constant operand is compared by value (shape, bytes, parameters), as TensorFlow's
+converter makes equal constants one before it compares ops: FastViT's identity-branch
+BatchNormalization and the one its block subtracts read one tensor with equal statistics, and
+TensorFlow writes one MUL+ADD for both (kcam FastViT_T8, measured: 25 MUL where two copies gave 35).
+Integer constants (shapes, paddings) stay compared by name: TensorFlow does not merge every pair
+of equal PADs (kcam YOLOV8_N at 32 px: the two PADs of one 4x4 or 2x2 map are one, the two of the
+1x1 map stay apart and go into their convolutions), a rule not settled here.
 """
 
 from __future__ import annotations
@@ -32,21 +39,42 @@ def _frozen(value: Any) -> Any:
     return value
 
 
-def _key(graph: Graph, node: Node) -> tuple:
+def _const_names(graph: Graph) -> dict[str, str]:
+    """Each float32 constant equal to an earlier one (shape, bytes, parameters) → that one's name.
+    Only constants sharing a shape with another are hashed."""
+    groups: dict[tuple, list[str]] = {}
+    for name, t in graph.tensors.items():
+        if t.data is not None and t.dtype == "float32":
+            groups.setdefault((t.dtype, tuple(t.data.shape)), []).append(name)
+    same: dict[str, str] = {}
+    for names in groups.values():
+        if len(names) < 2:
+            continue
+        first: dict[tuple, str] = {}
+        for name in names:
+            t = graph.tensors[name]
+            kept = first.setdefault((t.data.tobytes(), t.quant, t.blockwise), name)
+            if kept != name:
+                same[name] = kept
+    return same
+
+
+def _key(graph: Graph, node: Node, same: dict[str, str]) -> tuple:
     # QuantParams is a frozen dataclass of tuples: hashable and compared field by field
     # (its repr printed every per-channel scale: 17 ms on ResNet50)
     outs = tuple((graph.tensors[o].dtype, _frozen(graph.tensors[o].shape), graph.tensors[o].quant)
                  for o in node.outputs)
-    return node.op, tuple(node.inputs), _frozen(node.attrs), outs
+    return node.op, tuple(same.get(i, i) for i in node.inputs), _frozen(node.attrs), outs
 
 
 def dedupe_ops(graph: Graph, ctx: Context) -> bool:
     seen: dict[tuple, Node] = {}
     dead = []
+    same = _const_names(graph)
     for node in graph:
         if not node.inputs or any(o in graph.outputs for o in node.outputs):
             continue
-        key = _key(graph, node)
+        key = _key(graph, node, same)
         first = seen.setdefault(key, node)
         if first is node:
             continue

@@ -28,6 +28,7 @@ FUSE = Stage("fuse", "fuse", "zero Pad into SAME convs; Dense on N-D; ops across
              (fuse_pad_into_conv, fuse_reshapes_into_fully_connected, drop_reshape_before_fully_connected,
               move_binary_before_reshape, merge_reshapes, keep_reduced_dims, drop_reshape_before_broadcast,
               remove_identity_arith, fuse_add_into_fully_connected, fuse_bias_add, fold_mul_into_weights,
-              fuse_hard_swish, fold_mul_into_following_weights, fuse_bias_add, fold_constant_adds, fuse_activation,
+              fuse_hard_swish, fold_mul_into_following_weights, fuse_bias_add, fold_mul_into_weights, fuse_bias_add,
+              fold_constant_adds, fuse_activation,
               fuse_hard_swish,
               fuse_prelu))

@@ -1,0 +1,101 @@
+"""Patterns of keras-cv-attention-models' hybrid vision transformers, one small graph each, against
+TensorFlow 2.21's post-training file given its recorded ranges (issue 35; the models themselves:
+tests/e2e/test_kcam_zoo.py).
+
+- layer scale: ``conv → BiasAdd → BatchNorm → MUL(γ per channel)`` (EfficientFormer's and
+  FastViT's ``gamma``): TensorFlow folds the BatchNorm and then γ into the convolution; qconvert
+  folded the BatchNorm's scale, then its shift, and left γ a MUL (EfficientFormerL1: 38 MUL where
+  TensorFlow writes 24).
+- twin BatchNormalizations: two BatchNormalization layers with equal statistics on one tensor
+  (FastViT's identity branch and the one its block subtracts): TensorFlow merges the two MUL+ADD
+  into one (its constants are equal, then its ops); qconvert compared constants by name and kept
+  both (FastViT_T8: 35 MUL where TensorFlow writes 25).
+"""
+
+from __future__ import annotations
+
+import collections
+
+import numpy as np
+import pytest
+
+tf = pytest.importorskip("tensorflow", reason="TensorFlow builds the graphs and is the oracle")
+pytest.importorskip("ai_edge_litert", reason="ai-edge-litert runs the converted models")
+
+import oracle  # noqa: E402
+
+from qconvert.api import convert_graph  # noqa: E402
+from qconvert.schema.reader import read_model  # noqa: E402
+
+SHAPE = [1, 8, 8, 4]
+
+
+def _bn(rng: np.random.Generator, x: object, c: int, params: tuple | None = None) -> object:
+    gamma, beta, mean, var = params or (rng.uniform(0.5, 1.5, c), rng.normal(0, 0.2, c), rng.normal(0, 0.2, c),
+                                        rng.uniform(0.5, 2, c))
+    y, _, _ = tf.compat.v1.nn.fused_batch_norm(x, *(tf.constant(v.astype(np.float32)) for v in (gamma, beta, mean, var)),
+                                               is_training=False, epsilon=1e-3)
+    return y
+
+
+def _layer_scale(rng: np.random.Generator, x: object, act: str) -> object:
+    w = tf.constant(rng.normal(0, 0.3, (3, 3, 4, 8)).astype(np.float32))
+    h = tf.nn.bias_add(tf.nn.conv2d(x, w, 1, "SAME"), tf.constant(rng.normal(0, 0.1, 8).astype(np.float32)))
+    h = _bn(rng, h, 8)
+    h = h * tf.constant(rng.uniform(0.05, 1.0, 8).astype(np.float32))  # γ, per channel
+    if act == "add":  # a residual after the scale, as the blocks write it
+        return h + tf.nn.conv2d(x, tf.constant(rng.normal(0, 0.3, (1, 1, 4, 8)).astype(np.float32)), 1, "SAME")
+    return tf.nn.relu(h) if act == "relu" else h
+
+
+def _twin_batchnorms(rng: np.random.Generator, x: object, act: str) -> object:
+    c = 4
+    params = (rng.uniform(0.5, 1.5, c), rng.normal(0, 0.2, c), rng.normal(0, 0.2, c), rng.uniform(0.5, 2, c))
+    a = _bn(rng, x, c, params)
+    b = _bn(rng, x, c, tuple(np.copy(p) for p in params))  # another layer, the same values
+    conv = tf.nn.depthwise_conv2d(x, tf.constant(rng.normal(0, 0.3, (3, 3, c, 1)).astype(np.float32)), [1, 1, 1, 1],
+                                  "SAME")
+    return (conv + a) - b if act == "sub" else tf.concat([a, b, conv], axis=-1)
+
+
+CASES = {
+    "layer-scale": (_layer_scale, "none"),
+    "layer-scale-relu": (_layer_scale, "relu"),
+    "layer-scale-residual": (_layer_scale, "add"),
+    "twin-batchnorms-sub": (_twin_batchnorms, "sub"),
+    "twin-batchnorms-concat": (_twin_batchnorms, "concat"),
+}
+
+
+def _graph(name: str) -> oracle.FloatGraph:
+    build, act = CASES[name]
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, SHAPE, name="x")
+        tf.identity(build(np.random.default_rng(0), x, act), name="out")
+    return oracle.FloatGraph(g.as_graph_def().SerializeToString(), ["x"], ["out"], {"x": SHAPE})
+
+
+def _ops(tflite: bytes) -> collections.Counter:
+    return collections.Counter((o.builtin, o.version) for o in read_model(tflite).subgraphs[0].operators)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_pattern_as_tensorflow_writes_it(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    model = _graph(name)
+    samples = {"x": np.random.default_rng(1).uniform(-1, 1, (8, *SHAPE[1:])).astype(np.float32)}
+    theirs = oracle.tf_ptq_convert(model, samples)
+    stats, calibrated = oracle.tf_calibration_statistics(model, samples)
+    oracle.use_tensorflows_rsqrt(monkeypatch)
+    unpaired = oracle.use_tensorflows_statistics(monkeypatch, stats, calibrated, samples)
+    assert not unpaired, unpaired
+    ours = convert_graph(model.graph_def, inputs=["x"], outputs=["out"], calibration_data=samples).model
+    assert _ops(ours) == _ops(theirs)
+    if name.startswith("layer-scale"):
+        assert "MUL" not in {b for b, _ in _ops(ours)}  # γ is in the convolution's weights
+    else:
+        assert sum(n for (b, _), n in _ops(ours).items() if b == "MUL") == 1  # one BatchNorm for both
+    assert not oracle.float_tensors(ours)
+    report = oracle.compare_ptq(ours, theirs, samples, ["x"])
+    assert not report.unpaired and not report.weight_diffs and not report.zero_point_diffs, report
+    assert report.max_rel_scale == 0 and report.max_lsb == 0, report

@@ -1,0 +1,58 @@
+"""Hybrid vision transformers and a YOLOv8 detector from keras-cv-attention-models against
+TensorFlow 2.21's post-training quantizer (issue 35; tests/fixtures/kcam_zoo.py builds them,
+bench/kcam_zoo.py measures all twelve).
+
+Given TensorFlow's recorded ranges (``oracle.use_tensorflows_statistics``, TensorFlow's rsqrt),
+qconvert writes TensorFlow's op list, every activation scale and zero point and every weight equal,
+and outputs 0 LSB apart in LiteRT REF. Five models at their smallest input (about 10 s each):
+attention by BATCH_MATMUL (MobileViT_XXS, EfficientFormerL1: with GELU and layer scale), FastViT's
+re-parameterised blocks (twin BatchNormalizations), FasterNet's partial convolutions (SPLIT_V,
+CONCATENATION) and YOLOv8-N's detector head.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # kcam builds on tf_keras
+pytest.importorskip("keras_cv_attention_models", reason="pip install --no-deps keras-cv-attention-models==1.4.3 pillow")
+pytest.importorskip("tf_keras", reason="keras-cv-attention-models builds on tf_keras")
+pytest.importorskip("ai_edge_litert", reason="ai-edge-litert runs the converted models")
+
+import kcam_zoo  # noqa: E402
+import oracle  # noqa: E402
+
+from qconvert.api import convert_graph  # noqa: E402
+from qconvert.schema.reader import read_model  # noqa: E402
+
+MODELS = ["MobileViT_XXS", "EfficientFormerL1", "FastViT_T8", "FasterNetT0", "YOLOV8_N"]
+
+
+def _ops(tflite: bytes) -> collections.Counter:
+    return collections.Counter((o.builtin, o.version) for o in read_model(tflite).subgraphs[0].operators)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_kcam_model_bit_exact_with_tensorflows_ptq_given_its_ranges(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    try:
+        pb, shape = kcam_zoo.build(name)
+    except RuntimeError as exc:  # tf.keras already resolved to Keras 3 in this process
+        pytest.skip(str(exc))
+    model = oracle.FloatGraph(pb, ["input"], ["Identity"], {"input": shape})
+    samples = {"input": np.random.default_rng(1).uniform(-1, 1, (8, *shape[1:])).astype(np.float32)}
+    theirs = oracle.tf_ptq_convert(model, samples)
+    assert not oracle.float_tensors(theirs)
+    stats, calibrated = oracle.tf_calibration_statistics(model, samples)
+    oracle.use_tensorflows_rsqrt(monkeypatch)
+    oracle.use_tensorflows_statistics(monkeypatch, stats, calibrated, samples)
+    ours = convert_graph(pb, inputs=["input"], outputs=["Identity"], calibration_data=samples).model
+    assert _ops(ours) == _ops(theirs)
+    assert not oracle.float_tensors(ours)
+    report = oracle.compare_ptq(ours, theirs, samples, ["input"])
+    assert report.tensors > 100 and not report.unpaired, report
+    assert not report.weight_diffs and not report.zero_point_diffs and report.max_rel_scale < 1e-6, report
+    assert report.max_lsb == 0, report
