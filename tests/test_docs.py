@@ -33,7 +33,8 @@ DIGITS_DATA = ROOT / "models" / "digits_test.npz"
 SETUP_COMMANDS = [
     'python3 -m venv .venv && .venv/bin/pip install . && .venv/bin/qconvert models/digits_qat.pb -o digits_qat.tflite'
     ' && .venv/bin/python models/evaluate_digits.py digits_qat.tflite',
-    'python3 -m venv .venv && .venv/bin/pip install ".[test]" && .venv/bin/python -m pytest -q',
+    'python3 -m venv .venv && .venv/bin/pip install ".[test]" && .venv/bin/pip install --no-deps'
+    ' keras-cv-attention-models==1.4.3 && .venv/bin/python -m pytest -q',
 ]
 
 _LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")

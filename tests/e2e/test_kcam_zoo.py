@@ -13,13 +13,15 @@ CONCATENATION) and YOLOv8-N's detector head.
 from __future__ import annotations
 
 import collections
-import os
+import importlib.util
 
 import numpy as np
 import pytest
 
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # kcam builds on tf_keras
-pytest.importorskip("keras_cv_attention_models", reason="pip install --no-deps keras-cv-attention-models==1.4.3 pillow")
+# not imported here: kcam sets TF_USE_LEGACY_KERAS when imported, which would change tf.keras for every
+# later test of the process; kcam_zoo builds the models in a child process
+if importlib.util.find_spec("keras_cv_attention_models") is None:
+    pytest.skip("pip install --no-deps keras-cv-attention-models==1.4.3 pillow", allow_module_level=True)
 pytest.importorskip("tf_keras", reason="keras-cv-attention-models builds on tf_keras")
 pytest.importorskip("ai_edge_litert", reason="ai-edge-litert runs the converted models")
 
