@@ -1,6 +1,6 @@
 """Hybrid vision transformers and a YOLOv8 detector from keras-cv-attention-models against
 TensorFlow 2.21's post-training quantizer (issue 35; tests/fixtures/kcam_zoo.py builds them,
-bench/kcam_zoo.py measures all twelve).
+bench/kcam_zoo_ptq.py measures all twelve).
 
 Given TensorFlow's recorded ranges (``oracle.use_tensorflows_statistics``, TensorFlow's rsqrt),
 qconvert writes TensorFlow's op list, every activation scale and zero point and every weight equal,

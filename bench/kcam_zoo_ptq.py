@@ -1,7 +1,7 @@
 """Hybrid vision transformers and a YOLOv8 detector from keras-cv-attention-models under
 post-training quantization, side by side with TensorFlow 2.21's converter (issue 35).
 
-    python bench/kcam_zoo.py [NAME ...] [--samples 8] [--untrained]
+    python bench/kcam_zoo_ptq.py [NAME ...] [--samples 8] [--untrained]
 
 Models come from ``tests/fixtures/kcam_zoo.py`` (``pretrained=None``, fixed seed, smallest input,
 trained briefly, frozen). Per model:
