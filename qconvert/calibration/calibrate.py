@@ -78,14 +78,32 @@ def _needs_range(graph: Graph, name: str) -> bool:
 
 
 def candidates(graph: Graph) -> list[str]:
-    """Float tensors that a float model would hold and that have no parameters yet, in graph order."""
+    """Float tensors that a float model would hold and that have no parameters yet, in graph order
+    (a recurrent op's state tensors, whose final values its kernel gives, before its output)."""
     names = [n for n in graph.inputs if _needs_range(graph, n)]
     for node in graph.nodes:
         r = row(node.op)
         if r is None or r.rule is Rule.QUANT:
             continue
+        names += [node.inputs[s] for s in r.state_slots if s < len(node.inputs) and node.inputs[s]
+                  and graph.tensors[node.inputs[s]].variable and graph.tensors[node.inputs[s]].quant is None]
         names += [o for o in node.outputs if _needs_range(graph, o)]
     return names
+
+
+def _state_ranges(graph: Graph, ranges: Mapping[str, tuple[float, float]]) -> set[str]:
+    """A state tensor's range goes to the op that reads it (``attrs["_state_ranges"]``, by slot): the
+    op's row gives the state its parameters in the prepare stage. Returns the state tensors."""
+    states = set()
+    for node in graph.nodes:
+        r = row(node.op)
+        for s in r.state_slots if r is not None else ():
+            name = node.inputs[s] if s < len(node.inputs) else ""
+            if name and graph.tensors[name].variable:
+                states.add(name)
+                if name in ranges:
+                    node.attrs.setdefault("_state_ranges", {})[s] = tuple(float(v) for v in ranges[name])
+    return states
 
 
 def _blas_single_thread():  # type: ignore[no-untyped-def]
@@ -342,13 +360,18 @@ def calibrate(graph: Graph, ctx: Context) -> bool:
         calib.recorded.save(calib.options.save_stats)
     kept = drop_redundant(graph, stats, ctx.activation_bits == 16)
     by_hand = calib.ranges
+    states = _state_ranges(graph, {**kept, **{n: r for n, r in by_hand.items() if n in names}})
     for name in names:
+        if name in states:
+            continue
         if name not in by_hand and name in kept:
             insert_qdq_after(graph, name, calibrated_range_params(*kept[name], num_bits=ctx.activation_bits),
                              Origin.CALIBRATION)
     for name, (lo, hi) in by_hand.items():
         if not hi >= lo:
             raise ConversionError(f"--ranges-file: tensor '{name}' has min {lo} > max {hi}")
+        if name in states:
+            continue
         if name not in names:
             why = ("is a constant (weights and biases get their parameters from their values)"
                    if graph.is_const(name) else "already has a range (a FakeQuant or --inputs-range)")

@@ -84,7 +84,7 @@ def run(graph: Graph, feeds: Mapping[str, np.ndarray],
     for node in graph.nodes:
         args = []
         for i in node.inputs:
-            if not i:
+            if not i or graph.tensors[i].variable:  # absent, or a state the kernel starts at zero
                 args.append(None)
             elif i in values:
                 args.append(values[i])
@@ -97,6 +97,12 @@ def run(graph: Graph, feeds: Mapping[str, np.ndarray],
             y = np.asarray(args[0], dtype=np.float32)
         else:
             y = evaluate(graph, node, args, batch or 1)
+        if isinstance(y, tuple):  # a recurrent op: its output, and its states' final values
+            y, finals = y
+            r = row(node.op)
+            for slot, value in zip(r.state_slots if r is not None else (), finals):
+                if record is not None:
+                    record(node.inputs[slot], value)
         out = node.outputs[0]
         values[out] = y
         if record is not None and y.dtype == np.float32:

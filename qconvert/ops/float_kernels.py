@@ -351,3 +351,42 @@ def maximum(node: Any, a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def minimum(node: Any, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.minimum(a, b)
+
+
+def unidirectional_sequence_lstm(node: Any, x: np.ndarray, *operands: np.ndarray | None
+                                 ) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
+    """UNIDIRECTIONAL_SEQUENCE_LSTM (batch-major, no peephole, projection or layer norm, TANH
+    cell activation, ``cell_clip``), as TFLite's float kernel (lstm_eval.cc ``EvalFloat``) runs each
+    step: a gate is bias + W_x·x + W_h·h in float32, then sigmoid (tanh for the cell gate);
+    c = f·c + i·g, clipped to ±cell_clip; h = o·tanh(c). The states start at zero (a batch of B
+    samples runs at once, each from zero). Returns the output sequence [B, T, U] and the final
+    (output state, cell state), which the calibration records under the state tensors' names."""
+    ops = (None, *operands)
+    if any(ops[s] is not None for s in (9, 10, 11, 16, 17, 20, 21, 22, 23) if s < len(ops)):
+        raise ConversionError(f"node '{node.name}': an LSTM with peephole, projection or layer-norm weights "
+                              "cannot be calibrated")
+    if node.attrs.get("time_major", False):
+        raise ConversionError(f"node '{node.name}': a time-major LSTM cannot be calibrated")
+    w_in = [np.asarray(ops[s], np.float32) for s in (1, 2, 3, 4)]
+    w_rec = [np.asarray(ops[s], np.float32) for s in (5, 6, 7, 8)]
+    bias = [np.asarray(ops[s], np.float32) for s in (12, 13, 14, 15)]
+    x = np.asarray(x, np.float32)
+    batch, steps = x.shape[0], x.shape[1]
+    units = w_rec[0].shape[0]
+    h = np.zeros((batch, units), np.float32)
+    c = np.zeros((batch, units), np.float32)
+    clip = np.float32(node.attrs.get("cell_clip", 0.0))
+    out = np.empty((batch, steps, units), np.float32)
+    with np.errstate(over="ignore"):
+        for t in range(steps):
+            pre = [bias[g] + x[:, t] @ w_in[g].T + h @ w_rec[g].T for g in range(4)]
+            i = 1 / (1 + np.exp(-pre[0]))
+            f = 1 / (1 + np.exp(-pre[1]))
+            g = np.tanh(pre[2])
+            o = 1 / (1 + np.exp(-pre[3]))
+            c = (f * c + i * g).astype(np.float32)
+            if clip > 0:
+                c = np.clip(c, -clip, clip)
+            h = (o * np.tanh(c)).astype(np.float32)
+            out[:, t] = h
+    return out, (h, c)

@@ -3,8 +3,9 @@ parameters LiteRT's int8 kernels derive from the tensors' float32 scales (svdf.c
 unidirectional_sequence_lstm.cc ``PopulateQuantizedLstmParams8x8_16``). Computed once, at load;
 the integer kernels in ``qconvert.runtime.svdf`` / ``qconvert.runtime.lstm`` read only the record.
 
-Neither op is written by the converter, so these records never reach the ``qconvert_requant``
-metadata; the runtime computes them for files other converters wrote. The record's ``pairs``
+The converter writes UNIDIRECTIONAL_SEQUENCE_LSTM (a Keras LSTM, ``lstm_operands`` below gives its
+operands' parameters) and stores its record in the ``qconvert_requant`` metadata; SVDF it never
+writes: the runtime computes that record for files other converters wrote. The record's ``pairs``
 carry every integer the kernel needs, in the order each recipe's docstring gives; an integer
 that is not a multiplier travels as ``(value, 0)``.
 """
@@ -138,3 +139,53 @@ def unidirectional_sequence_lstm(row: Any, ins: Inputs, out: Operand, options: M
                                  np.float32(32767.0)))
     pairs += [(cell_log2, 0), (quantized_clip, 0), (hidden.zp, 0)]
     return {"pairs": pairs, "clamp": (-128, 127)}
+
+
+# ---------------------------------------------------------------------------
+# The parameters of an LSTM's operands under post-training quantization
+# ---------------------------------------------------------------------------
+
+LSTM_INTERMEDIATE_NAMES = ("input_to_input_intermediate", "input_to_forget_intermediate",
+                           "input_to_cell_intermediate", "input_to_output_intermediate",
+                           "effective_hidden_scale_intermediate")
+CELL_STATE_BITS = 16
+
+
+def power_of_two_bound(value: float) -> float:
+    """The least power of two not below ``value`` (prepare_quantize_helper.h ``PowerOfTwoBound``)."""
+    return float(2.0 ** np.ceil(np.log2(value))) if value > 0 else 1.0
+
+
+def lstm_operands(x: qm.QuantParams, y: qm.QuantParams, weights: Mapping[int, np.ndarray],
+                  cell_range: tuple[float, float], legacy_float_scale: bool
+                  ) -> tuple[dict[int, qm.QuantParams], dict[int, qm.QuantParams], list[qm.QuantParams | None]]:
+    """What TensorFlow's post-training quantizer gives a UNIDIRECTIONAL_SEQUENCE_LSTM without
+    peephole, projection or layer norm (the 8x8_16 kernel; prepare_quantize_helper.h
+    ``ConvertLstmStatsToQDQs`` over operator_property.cc's LSTM properties), measured on TF 2.21:
+
+    - each of the 8 weight matrices: int8, one symmetric narrow-range scale (max|w| / 127);
+    - each gate bias: int32, scale = input scale × its input-to-gate weight's scale;
+    - the output state (slot 18): the output's parameters (TensorFlow quantizes both with the
+      union of their recorded ranges; the final state is one of the outputs, and both ranges
+      hold zero, so the union is the output's range);
+    - the cell state (slot 19): int16, zero point 0, scale = PowerOfTwoBound(max(|min|, |max|)) / 32768
+      of its recorded range (zero included);
+    - the intermediates: the four gate ones carry nothing without layer norm (float32, no
+      parameters); the fifth (the hidden value o·tanh(c)) the output's parameters.
+
+    Returns (constant slot → parameters, state slot → parameters, the five intermediates' parameters)."""
+    consts: dict[int, qm.QuantParams] = {}
+    for slots, in_gate in ((LSTM_INPUT_WEIGHTS, True), (LSTM_RECURRENT_WEIGHTS, False)):
+        for k, slot in enumerate(slots):
+            if slot not in weights:
+                continue
+            m = float(np.abs(np.asarray(weights[slot], np.float64)).max()) if weights[slot].size else 0.0
+            consts[slot] = qm.value_range_params(-m, m, narrow_range=True)
+            if in_gate and LSTM_BIASES[k] in weights:
+                consts[LSTM_BIASES[k]] = qm.bias_params(x, consts[slot], legacy_float_scale)
+    lo, hi = min(cell_range[0], 0.0), max(cell_range[1], 0.0)
+    bound = power_of_two_bound(max(abs(lo), abs(hi)))
+    qmax = 2 ** (CELL_STATE_BITS - 1)
+    cell = qm.QuantParams((bound / qmax,), (0,), None, -qmax, qmax - 1, qm.storage_dtype(CELL_STATE_BITS))
+    states = {LSTM_OUTPUT_STATE: y, LSTM_CELL_STATE: cell}
+    return consts, states, [None, None, None, None, y]

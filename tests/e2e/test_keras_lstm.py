@@ -1,0 +1,182 @@
+"""Keras LSTM layers (tf_keras) from a SavedModel, against TensorFlow's post-training file.
+
+TensorFlow 2.21's ``TFLiteConverter.from_saved_model`` (and ``from_keras_model``) fuses a tf_keras
+``LSTM`` (its ``standard_lstm`` function, ``api_implements = "lstm_<uuid>"``) into one
+UNIDIRECTIONAL_SEQUENCE_LSTM, version 1: int8 input and output, int8 weights (one symmetric scale
+per gate matrix), int32 biases (input × weight scale), an int8 output state with the output's
+parameters and an int16 cell state with a power-of-two scale (both VARIABLE), options TANH,
+cell_clip 10, proj_clip 0, batch-major; five intermediates, four float32 ones without
+parameters and the hidden one with the output's; the last output a STRIDED_SLICE of the sequence
+(measured). qconvert reads the same SavedModel (``qconvert.frontend.tf_frozen`` keeps the call,
+``graphdef._keras_lstm`` recognises it).
+
+The comparison gives qconvert TensorFlow's recorded ranges (``oracle.use_tensorflows_statistics``:
+TensorFlow's calibrator carries the LSTM's state from one sample to the next, qconvert's starts
+each sample at zero; docs/differences.md), then checks the op list, versions, options, every
+tensor's type, shape, scale and zero point, every constant's bytes, the intermediates, the
+VARIABLE flags, and every output byte in LiteRT REF; ``qconvert run`` against LiteRT REF; and with
+qconvert's own calibration, the error against the Keras model no worse than TensorFlow's file.
+Models: [1, 16, 8] → LSTM(16) → Dense(4) → softmax (a keyword spotter's shape), and two stacked
+LSTMs (return_sequences=True, then LSTM(8)), trained two epochs on random data from fixed seeds.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+tf = pytest.importorskip("tensorflow", reason="TensorFlow builds the models and is the oracle")
+keras = pytest.importorskip("tf_keras", reason="the fused LSTM is tf_keras' (Keras 3's LSTM is a plain While loop)")
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
+import oracle  # noqa: E402
+
+from qconvert.api import convert_graph  # noqa: E402
+from qconvert.errors import ConversionError  # noqa: E402
+from qconvert.runtime.interpreter import IntegerModel  # noqa: E402
+
+STEPS, FEATURES = 16, 8
+INPUT = "frames"
+ARCHITECTURES = ["last_output", "stacked"]
+
+
+def _layers(name: str) -> list:
+    if name == "last_output":
+        return [keras.layers.LSTM(16)]
+    return [keras.layers.LSTM(16, return_sequences=True), keras.layers.LSTM(8)]
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """name → (SavedModel folder, Keras model, calibration samples)."""
+    out = {}
+    for k, name in enumerate(ARCHITECTURES):
+        keras.utils.set_random_seed(k)
+        inp = keras.Input((STEPS, FEATURES), batch_size=1, name=INPUT)
+        x = inp
+        for layer in _layers(name):
+            x = layer(x)
+        model = keras.Model(inp, keras.layers.Softmax()(keras.layers.Dense(4)(x)))
+        rng = np.random.default_rng(k)
+        data = rng.normal(size=(64, STEPS, FEATURES)).astype(np.float32)
+        model.compile("adam", "sparse_categorical_crossentropy")
+        model.fit(data, rng.integers(0, 4, 64), epochs=2, verbose=0)
+        folder = tmp_path_factory.mktemp(name) / "saved"
+        model.save(str(folder))
+        out[name] = (folder, model, data[:8])
+    return out
+
+
+def _tf_ptq(folder: Path, samples: np.ndarray, calibrate_only: bool = False) -> bytes:
+    c = tf.lite.TFLiteConverter.from_saved_model(str(folder))
+    c.optimizations = [tf.lite.Optimize.DEFAULT]
+    c.representative_dataset = lambda: ([samples[i:i + 1]] for i in range(len(samples)))
+    c.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+    c.inference_input_type = c.inference_output_type = tf.int8
+    c._experimental_calibrate_only = calibrate_only
+    return c.convert()
+
+
+def _tf_statistics(folder: Path, samples: np.ndarray) -> tuple[dict[str, tuple[float, float]], bytes]:
+    calibrated = _tf_ptq(folder, samples, calibrate_only=True)
+    sg = oracle._model_t(calibrated).subgraphs[0]
+    stats = {t.name.decode(): (float(t.quantization.min[0]), float(t.quantization.max[0])) for t in sg.tensors
+             if t.quantization is not None and t.quantization.min is not None and len(t.quantization.min) == 1}
+    return stats, calibrated
+
+
+def _structure(tflite: bytes) -> list[tuple]:
+    """Per op in file order: name, version, options, and per operand (inputs, outputs,
+    intermediates): type, shape, scales, zero points, VARIABLE flag and constant bytes."""
+    m = oracle._model_t(tflite)
+    sg = m.subgraphs[0]
+    names = oracle.op_names(tflite)
+
+    def tensor(i: int) -> tuple | None:
+        if i < 0:
+            return None
+        t = sg.tensors[i]
+        q = t.quantization
+        data = m.buffers[t.buffer].data
+        return (int(t.type), tuple(int(d) for d in t.shape),
+                None if q is None or q.scale is None else tuple(np.asarray(q.scale, np.float32).tolist()),
+                None if q is None or q.zeroPoint is None else tuple(int(z) for z in q.zeroPoint),
+                bool(t.isVariable), None if data is None else np.asarray(data, np.uint8).tobytes())
+
+    ops = []
+    for k, o in enumerate(sg.operators):
+        opts = o.builtinOptions
+        ops.append((names[k], m.operatorCodes[o.opcodeIndex].version,
+                    None if opts is None else {a: v for a, v in vars(opts).items() if not a.startswith("_")},
+                    [tensor(i) for i in o.inputs], [tensor(i) for i in o.outputs],
+                    [tensor(i) for i in (o.intermediates if o.intermediates is not None else [])]))
+    return ops
+
+
+def _assert_run_equals_litert(tflite: bytes, n: int = 4) -> None:
+    """``qconvert run`` gives LiteRT REF's outputs on random int8 inputs (a fresh state each run)."""
+    rng = np.random.default_rng(5)
+    for _ in range(n):
+        feeds = {}
+        for d in oracle.io_details(tflite)["inputs"]:
+            info = np.iinfo(np.dtype(d["dtype"]))
+            feeds[d["name"]] = rng.integers(info.min, info.max + 1, d["shape"]).astype(d["dtype"])
+        expected = oracle.run_litert(tflite, feeds)
+        got = list(IntegerModel(tflite).run(feeds).values())
+        assert len(got) == len(expected)
+        for a, b in zip(got, expected):
+            np.testing.assert_array_equal(np.asarray(a), b)
+
+
+@pytest.mark.parametrize("name", ARCHITECTURES)
+def test_keras_lstm_bit_exact_with_tensorflows_ptq_given_its_ranges(name: str, built: dict,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    folder, _, samples = built[name]
+    theirs = _tf_ptq(folder, samples)
+    stats, calibrated = _tf_statistics(folder, samples)
+    feeds = {INPUT: samples}
+    unpaired = oracle.use_tensorflows_statistics(monkeypatch, stats, calibrated, feeds)
+    assert not unpaired, f"tensors with no TensorFlow range: {unpaired[:5]}"
+    ours = convert_graph(folder, calibration_data=feeds).model
+    assert "DEQUANTIZE" not in oracle.op_names(ours)  # (types: compared below; the cell state is int16)
+    a, b = _structure(theirs), _structure(ours)
+    assert [(op[0], op[1], op[2]) for op in a] == [(op[0], op[1], op[2]) for op in b]
+    assert [op[0] for op in a].count("UNIDIRECTIONAL_SEQUENCE_LSTM") == len(_layers(name))
+    for x, y in zip(a, b):
+        for part in (3, 4, 5):  # inputs, outputs, intermediates: every field, constants byte for byte
+            assert x[part] == y[part], f"{x[0]} operands differ"
+    report = oracle.compare_ptq(ours, theirs, feeds, list(feeds))
+    assert report.max_lsb == 0, report
+    _assert_run_equals_litert(ours)
+
+
+@pytest.mark.parametrize("name", ARCHITECTURES)
+def test_keras_lstm_with_own_calibration_no_less_accurate_than_tensorflow(name: str, built: dict) -> None:
+    folder, model, samples = built[name]
+    theirs = _tf_ptq(folder, samples)
+    ours = convert_graph(folder, calibration_data={INPUT: samples}).model
+    test = np.random.default_rng(9).normal(size=(32, STEPS, FEATURES)).astype(np.float32)
+    want = model.predict(test, batch_size=1, verbose=0)
+    errors = []
+    for tflite in (theirs, ours):
+        d = oracle.io_details(tflite)
+        (si, zi), (so, zo) = d["inputs"][0]["quant"], d["outputs"][0]["quant"]
+        got = []
+        for x in test:
+            q = np.clip(np.round(x[None] / si + zi), -128, 127).astype(np.int8)
+            # a fresh interpreter per sample: the LSTM's state starts at zero, as in Keras
+            y = oracle.run_litert(tflite, {d["inputs"][0]["name"]: q})[0]
+            got.append((y.astype(np.float32) - zo) * so)
+        errors.append(float(np.abs(np.concatenate(got) - want).mean()))
+    assert errors[1] <= errors[0] * 1.05 + 1e-4, f"mean |error| ours {errors[1]:.5f}, TensorFlow's {errors[0]:.5f}"
+
+
+def test_keras_lstm_int16_is_refused_in_one_line(built: dict) -> None:
+    """TensorFlow 2.21: "Quantization to 16x8-bit not yet supported for op: 'UNIDIRECTIONAL_SEQUENCE_LSTM'"."""
+    folder, _, samples = built["last_output"]
+    with pytest.raises(ConversionError) as err:
+        convert_graph(folder, calibration_data={INPUT: samples}, activations="int16")
+    assert "UNIDIRECTIONAL_SEQUENCE_LSTM" in str(err.value) and "\n" not in str(err.value)
