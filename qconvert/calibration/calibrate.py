@@ -91,18 +91,30 @@ def candidates(graph: Graph) -> list[str]:
     return names
 
 
-def _state_ranges(graph: Graph, ranges: Mapping[str, tuple[float, float]]) -> set[str]:
-    """A state tensor's range goes to the op that reads it (``attrs["_state_ranges"]``, by slot): the
-    op's row gives the state its parameters in the prepare stage. Returns the state tensors."""
+def _state_ranges(graph: Graph, ranges: Mapping[str, tuple[float, float]],
+                  recorded: Mapping[str, tuple[float, float]], kept: Mapping[str, tuple[float, float]]) -> set[str]:
+    """A state tensor's range goes to the op that reads it (``attrs["_state_ranges"]``, by slot), with
+    the range recorded for the op's own output (``"output"``, before ``drop_redundant``) and whether
+    that range was kept (``"output_kept"``): the op's row gives its states and intermediates their
+    parameters from these in the prepare stage. Returns the state tensors."""
     states = set()
     for node in graph.nodes:
         r = row(node.op)
-        for s in r.state_slots if r is not None else ():
+        if r is None or not r.state_slots:
+            continue
+        found = {}
+        for s in r.state_slots:
             name = node.inputs[s] if s < len(node.inputs) else ""
             if name and graph.tensors[name].variable:
                 states.add(name)
                 if name in ranges:
-                    node.attrs.setdefault("_state_ranges", {})[s] = tuple(float(v) for v in ranges[name])
+                    found[s] = tuple(float(v) for v in ranges[name])
+        out = node.outputs[0]
+        if found and out in recorded:
+            found["output"] = tuple(float(v) for v in recorded[out])
+            found["output_kept"] = out in kept
+        if found:
+            node.attrs["_state_ranges"] = found
     return states
 
 
@@ -360,7 +372,7 @@ def calibrate(graph: Graph, ctx: Context) -> bool:
         calib.recorded.save(calib.options.save_stats)
     kept = drop_redundant(graph, stats, ctx.activation_bits == 16)
     by_hand = calib.ranges
-    states = _state_ranges(graph, {**kept, **{n: r for n, r in by_hand.items() if n in names}})
+    states = _state_ranges(graph, {**kept, **{n: r for n, r in by_hand.items() if n in names}}, stats, kept)
     for name in names:
         if name in states:
             continue

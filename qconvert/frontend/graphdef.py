@@ -707,7 +707,8 @@ def _implements(fdef: Any) -> str:
 
 
 def _keras_lstm(call: RawNode, fdef: Any, source: str) -> list[RawNode]:
-    """``call(x, h0, c0, kernel, recurrent_kernel, bias)`` ⇒ ``seq = KerasLSTM(...)``,
+    """``call(x, h0, c0, kernel, recurrent_kernel, bias)`` ⇒ ``seq = KerasLSTM(...)`` (of
+    ``ReverseV2(x, [1])`` when the function runs backwards, ``go_backwards``),
     ``last = StridedSlice(seq, [0,-1,0], [0,0,0], [1,1,1])`` (shrinking the time axis), and an
     IdentityN named like the call giving (last, seq, last): results 0..2. The final cell state
     (``return_state=True``'s third value) has no TFLite operand: reading it is refused."""
@@ -719,6 +720,16 @@ def _keras_lstm(call: RawNode, fdef: Any, source: str) -> list[RawNode]:
                               "(tf_keras LSTM: inputs, init_h, init_c, kernel, recurrent_kernel, bias)")
     attrs = {k: _attr_value(fdef.attr[k]) for k in ("time_major", "go_backwards") if k in fdef.attr}
     attrs["api_implements"] = _implements(fdef)
+    before: list[RawNode] = []
+    if attrs.get("go_backwards") and not attrs.get("time_major"):  # the backward half of a Bidirectional layer:
+        # the sequence reversed in time first (REVERSE_V2, as TensorFlow writes it); its results stay in
+        # the order it ran (Bidirectional reverses a returned sequence back itself)
+        axis = RawNode(f"{call.name}/reverse/axis", "Const", [], {"value": np.array([1], np.int32), "dtype": "int32"})
+        flipped = RawNode(f"{call.name}/reverse", "ReverseV2", [data_inputs[0], axis.name],
+                          {"T": "float32", "Tidx": "int32"}, call.device)
+        before = [axis, flipped]
+        data_inputs = [flipped.name, *data_inputs[1:]]
+        attrs["go_backwards"] = False
     seq = RawNode(f"{call.name}/sequence", KERAS_LSTM, data_inputs, attrs, call.device)
     consts = [RawNode(f"{call.name}/last/{k}", "Const", [], {"value": np.array(v, np.int32), "dtype": "int32"})
               for k, v in (("begin", [0, -1, 0]), ("end", [0, 0, 0]), ("strides", [1, 1, 1]))]
@@ -726,7 +737,7 @@ def _keras_lstm(call: RawNode, fdef: Any, source: str) -> list[RawNode]:
                    {"begin_mask": 5, "end_mask": 5, "ellipsis_mask": 0, "new_axis_mask": 0, "shrink_axis_mask": 2,
                     "T": "float32", "Index": "int32"}, call.device)
     results = RawNode(call.name, "IdentityN", [last.name, seq.name, last.name], {}, call.device)
-    return [seq, *consts, last, results]
+    return [*before, seq, *consts, last, results]
 
 
 def _refuse_lstm_state(nodes: list[RawNode], source: str) -> None:

@@ -215,9 +215,6 @@ def shape_keras_lstm(node: Any, s: list[Shape], c: list[Any]) -> Shape:
     if _attr(node, "time_major", False):
         raise ConversionError(f"{what}: time_major=True is not supported; build the layer batch-major "
                               "(time_major=False, the Keras default)")
-    if _attr(node, "go_backwards", False):
-        raise ConversionError(f"{what}: go_backwards=True (a Bidirectional layer's backward half) is not supported "
-                              "yet; qconvert converts a unidirectional Keras LSTM")
     return (x[0], x[1], rk[0])
 
 
@@ -495,6 +492,7 @@ TF_OPS: dict[str, TfOp] = {
     "Mean": TfOp("MEAN", shape_mean),
     "Reshape": TfOp("RESHAPE", shape_reshape),
     "Transpose": TfOp("TRANSPOSE", shape_transpose),
+    "ReverseV2": TfOp("REVERSE_V2", shape_same),
     "SpaceToBatchND": TfOp("SPACE_TO_BATCH_ND", shape_space_to_batch),
     "BatchToSpaceND": TfOp("BATCH_TO_SPACE_ND", shape_batch_to_space),
     "Squeeze": TfOp("SQUEEZE", shape_squeeze),

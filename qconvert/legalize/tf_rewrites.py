@@ -573,7 +573,20 @@ def keras_lstm(graph: Graph, node: Node) -> None:
     node.op = "UNIDIRECTIONAL_SEQUENCE_LSTM"
 
 
+def reverse_v2(graph: Graph, node: Node) -> None:
+    """``ReverseV2(x, axis)`` ⇒ ``REVERSE_V2(x, axis)`` with the axes an int32 constant (TFLite's kernel
+    reads int32 only; TensorFlow may hold them as int64)."""
+    axis = graph.const(node.inputs[1])
+    if axis is None:
+        raise ConversionError(f"node '{node.name}' (ReverseV2): its axes '{node.inputs[1]}' are not a constant")
+    if axis.dtype != np.int32:
+        node.inputs[1] = graph.add_const(f"{node.name}/axis", np.asarray(axis).astype(np.int32).reshape(-1))
+    node.attrs = {}
+    node.op = "REVERSE_V2"
+
+
 REWRITES: dict[str, Rewrite] = {
+    "ReverseV2": reverse_v2,
     "KerasLSTM": keras_lstm,
     "Conv2D": conv2d,
     "DepthwiseConv2dNative": depthwise,

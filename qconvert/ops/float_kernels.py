@@ -186,6 +186,10 @@ def transpose(node: Any, x: np.ndarray, perm: np.ndarray) -> np.ndarray:
     return np.transpose(x, np.asarray(perm).astype(np.int64).tolist())
 
 
+def reverse_v2(node: Any, x: np.ndarray, axis: np.ndarray) -> np.ndarray:
+    return np.flip(x, tuple(int(a) % x.ndim for a in np.asarray(axis).reshape(-1)))
+
+
 def space_to_depth(node: Any, x: np.ndarray) -> np.ndarray:
     return windows_.space_to_depth(x, int(node.attrs["block_size"]))
 

@@ -157,7 +157,7 @@ def power_of_two_bound(value: float) -> float:
 
 
 def lstm_operands(x: qm.QuantParams, y: qm.QuantParams, weights: Mapping[int, np.ndarray],
-                  cell_range: tuple[float, float], legacy_float_scale: bool
+                  ranges: Mapping[Any, Any], legacy_float_scale: bool
                   ) -> tuple[dict[int, qm.QuantParams], dict[int, qm.QuantParams], list[qm.QuantParams | None]]:
     """What TensorFlow's post-training quantizer gives a UNIDIRECTIONAL_SEQUENCE_LSTM without
     peephole, projection or layer norm (the 8x8_16 kernel; prepare_quantize_helper.h
@@ -165,15 +165,20 @@ def lstm_operands(x: qm.QuantParams, y: qm.QuantParams, weights: Mapping[int, np
 
     - each of the 8 weight matrices: int8, one symmetric narrow-range scale (max|w| / 127);
     - each gate bias: int32, scale = input scale × its input-to-gate weight's scale;
-    - the output state (slot 18): the output's parameters (TensorFlow quantizes both with the
-      union of their recorded ranges; the final state is one of the outputs, and both ranges
-      hold zero, so the union is the output's range);
+    - the output state (slot 18): from the union of its recorded range and the output's when the
+      output's own recorded range survives TensorFlow's RemoveRedundantStatsOps
+      (``ranges["output_kept"]``: ``PrepareLstmOutputScale`` runs after it and needs both statistics),
+      else from its own recorded range alone (measured: a Bidirectional layer's LSTMs, whose
+      outputs take the concatenation's range, keep their state's own);
     - the cell state (slot 19): int16, zero point 0, scale = PowerOfTwoBound(max(|min|, |max|)) / 32768
       of its recorded range (zero included);
     - the intermediates: the four gate ones carry nothing without layer norm (float32, no
-      parameters); the fifth (the hidden value o·tanh(c)) the output's parameters.
+      parameters); the fifth (the hidden value o·tanh(c), which the calibrator records: the output
+      values) from the output's own recorded range, whatever range the output itself takes.
 
-    Returns (constant slot → parameters, state slot → parameters, the five intermediates' parameters)."""
+    ``ranges``: the recorded (min, max) of the states by slot, ``"output"`` (the op's output, as
+    recorded) and ``"output_kept"``. Returns (constant slot → parameters, state slot → parameters,
+    the five intermediates' parameters)."""
     consts: dict[int, qm.QuantParams] = {}
     for slots, in_gate in ((LSTM_INPUT_WEIGHTS, True), (LSTM_RECURRENT_WEIGHTS, False)):
         for k, slot in enumerate(slots):
@@ -183,9 +188,14 @@ def lstm_operands(x: qm.QuantParams, y: qm.QuantParams, weights: Mapping[int, np
             consts[slot] = qm.value_range_params(-m, m, narrow_range=True)
             if in_gate and LSTM_BIASES[k] in weights:
                 consts[LSTM_BIASES[k]] = qm.bias_params(x, consts[slot], legacy_float_scale)
-    lo, hi = min(cell_range[0], 0.0), max(cell_range[1], 0.0)
+    out_lo, out_hi = ranges["output"]
+    h_lo, h_hi = ranges[LSTM_OUTPUT_STATE]
+    if ranges.get("output_kept"):
+        h_lo, h_hi = min(h_lo, out_lo), max(h_hi, out_hi)
+    hidden = qm.calibrated_range_params(out_lo, out_hi)
+    lo, hi = min(ranges[LSTM_CELL_STATE][0], 0.0), max(ranges[LSTM_CELL_STATE][1], 0.0)
     bound = power_of_two_bound(max(abs(lo), abs(hi)))
     qmax = 2 ** (CELL_STATE_BITS - 1)
     cell = qm.QuantParams((bound / qmax,), (0,), None, -qmax, qmax - 1, qm.storage_dtype(CELL_STATE_BITS))
-    states = {LSTM_OUTPUT_STATE: y, LSTM_CELL_STATE: cell}
-    return consts, states, [None, None, None, None, y]
+    states = {LSTM_OUTPUT_STATE: qm.calibrated_range_params(h_lo, h_hi), LSTM_CELL_STATE: cell}
+    return consts, states, [None, None, None, None, hidden]

@@ -250,6 +250,8 @@ TABLE: dict[str, OpRow] = dict([
     _row("FAKE_QUANT", Rule.QUANT, 1, kernel=fk.fake_quant, folds=True, dropped_after_legalize=True),
     _row("TRANSPOSE", Rule.SAME_SCALE, 2, uint8=True, float_inputs=(0,), kernel=fk.transpose, folds=True,
          layout="transpose", version=r.transpose_version),
+    # TF 2.21: version 3 in int8 and 16x8 (a Bidirectional LSTM's backward half reverses the time axis)
+    _row("REVERSE_V2", Rule.SAME_SCALE, 3, float_inputs=(0,), kernel=fk.reverse_v2, folds=True),
     _row("SPACE_TO_DEPTH", Rule.SAME_SCALE, 2, form16=Form16.NONE, kernel=fk.space_to_depth, folds=True),
     _row("DEPTH_TO_SPACE", Rule.SAME_SCALE, 2, form16=Form16.NONE, kernel=fk.depth_to_space, folds=True),
     # int32/int64 output: no parameters; TF 2.21 has no 16x8 form, LiteRT no int16 kernel

@@ -389,13 +389,12 @@ def _stateful(graph: Graph, node: Node, ctx: Context) -> Touched | None:
     if px is None or py is None:
         return None  # retried when a neighbour gets parameters
     ranges = node.attrs.get("_state_ranges", {})
-    cell = r.state_slots[-1]  # type: ignore[union-attr]
-    if cell not in ranges:
-        raise ConversionError(f"{node.op} '{node.name}': its cell state has no recorded range; an LSTM is "
+    if any(s not in ranges for s in r.state_slots) or "output" not in ranges:  # type: ignore[union-attr]
+        raise ConversionError(f"{node.op} '{node.name}': its states have no recorded range; an LSTM is "
                               "quantized after calibration (--calibration-data)")
     weights = {s: graph.const(n) for s, n in enumerate(node.inputs) if n and s > 0 and graph.is_const(n)}
     consts, states, intermediates = r.state_params(  # type: ignore[union-attr]
-        px[0], py[0], weights, ranges[cell], ctx.legacy_float_scale)
+        px[0], py[0], weights, ranges, ctx.legacy_float_scale)
     for slot, params in consts.items():
         insert_qdq_on_edge(graph, node, slot, params, Origin.BIAS if params.dtype == "int32" else Origin.WEIGHT_VALUES)
     for slot, params in states.items():
