@@ -104,6 +104,25 @@ def _lstm_calls(graph_def) -> dict[str, object]:  # type: ignore[no-untyped-def]
     return calls
 
 
+def _with_callees(fdef, graph_def) -> list:  # type: ignore[no-untyped-def]
+    """``fdef`` and every library function it calls, directly or not (a While's cond and body), so
+    that TensorFlow can load the GraphDef again."""
+    library = {f.signature.name: f for f in graph_def.library.function}
+    found, work = [], [fdef]
+    seen = {fdef.signature.name}
+    while work:
+        f = work.pop()
+        found.append(f)
+        for n in f.node_def:
+            for value in n.attr.values():
+                names = [value.func.name] if value.HasField("func") else [g.name for g in value.list.func]
+                for name in names:
+                    if name in library and name not in seen:
+                        seen.add(name)
+                        work.append(library[name])
+    return found
+
+
 def _keep_lstm_calls(frozen, original):  # type: ignore[no-untyped-def]
     """The frozen GraphDef with each inlined Keras LSTM call put back as one call.
 
@@ -160,9 +179,10 @@ def _keep_lstm_calls(frozen, original):  # type: ignore[no-untyped-def]
         call.attr["Tin"].list.type.extend(a.type for a in fdef.signature.input_arg)  # type: ignore[attr-defined]
         call.attr["Tout"].list.type.extend(a.type for a in fdef.signature.output_arg)  # type: ignore[attr-defined]
         call_nodes.append(call)
-        if fdef.signature.name not in have:  # type: ignore[attr-defined]
-            out.library.function.add().CopyFrom(fdef)
-            have.add(fdef.signature.name)  # type: ignore[attr-defined]
+        for needed in _with_callees(fdef, original):  # the function and the loop bodies it calls
+            if needed.signature.name not in have:
+                out.library.function.add().CopyFrom(needed)
+                have.add(needed.signature.name)
     for call in call_nodes:  # a call reading another call's result (stacked LSTMs)
         for k, i in enumerate(call.input):
             node, _, _ = i.partition(":")

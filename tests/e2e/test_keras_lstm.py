@@ -234,3 +234,19 @@ def test_reverse_v2_keeps_its_scale_where_tensorflow_rescales(built: dict) -> No
     assert len(theirs) == 1, "TensorFlow's file no longer rescales in a REVERSE_V2: compare it bit for bit again"
     ours = reverse_scales(convert_graph(folder, calibration_data={INPUT: samples}).model)
     assert len(ours) == 2 and all(r[0] == r[2] and r[1] == r[3] for r in ours)
+
+
+@pytest.mark.parametrize("layer", ["GRU", "SimpleRNN"])
+def test_other_recurrent_layers_are_one_line(layer: str, tmp_path: Path) -> None:
+    """A tf_keras GRU or SimpleRNN stays a While loop (TensorFlow fuses only the LSTM; measured on TF
+    2.21: from_saved_model's int8 calibration crashes, segmentation fault, on both): one line naming
+    the loop, with the fix."""
+    keras.utils.set_random_seed(0)
+    inp = keras.Input((STEPS, FEATURES), batch_size=1, name=INPUT)
+    model = keras.Model(inp, keras.layers.Dense(4)(getattr(keras.layers, layer)(8)(inp)))
+    model.save(str(tmp_path / "saved"))
+    samples = np.random.default_rng(0).normal(size=(4, STEPS, FEATURES)).astype(np.float32)
+    with pytest.raises(ConversionError) as err:
+        convert_graph(tmp_path / "saved", calibration_data={INPUT: samples})
+    text = str(err.value)
+    assert "while loop" in text and "unroll=True" in text and "\n" not in text
