@@ -168,7 +168,7 @@ DIFFERS = {"bidirectional_sequence"}
 
 
 @pytest.mark.parametrize("name", [n for n in ARCHITECTURES if n not in DIFFERS])
-def test_keras_lstm_bit_exact_with_tensorflows_ptq_given_its_ranges(name: str, built: dict,
+def test_keras_lstm_bit_exact_with_tensorflows_ptq_given_its_ranges(name: str, built: dict, tmp_path: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     folder, _, samples = built[name]
     theirs = _tf_ptq(folder, samples)
@@ -187,6 +187,22 @@ def test_keras_lstm_bit_exact_with_tensorflows_ptq_given_its_ranges(name: str, b
     report = oracle.compare_ptq(ours, theirs, feeds, list(feeds))
     assert report.max_lsb == 0, report
     _assert_run_equals_litert(ours)
+    _assert_dump_recomputes_the_records(ours, tmp_path)
+
+
+def _assert_dump_recomputes_the_records(tflite: bytes, tmp_path: Path) -> None:
+    """``qconvert dump`` recomputes every stored multiplier (the LSTM's 12 pairs from its operands
+    and intermediates) from the file's scales and finds them equal."""
+    import json
+
+    from qconvert.tools.dump import dump_model
+
+    path = tmp_path / "ours.tflite"
+    path.write_bytes(tflite)
+    ops = json.loads(dump_model(path, as_json=True))["subgraphs"][0]["operators"]
+    lstms = [op for op in ops if op["op"] == "UNIDIRECTIONAL_SEQUENCE_LSTM"]
+    assert lstms and all(op["requant_ok"] is True for op in lstms)
+    assert all(op["requant_ok"] in (True, None) for op in ops)
 
 
 @pytest.mark.parametrize("name", ARCHITECTURES)
