@@ -171,16 +171,37 @@ DIFFERS = {"bidirectional_sequence"}
 def test_keras_lstm_bit_exact_with_tensorflows_ptq_given_its_ranges(name: str, built: dict, tmp_path: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     folder, _, samples = built[name]
-    theirs = _tf_ptq(folder, samples)
-    stats, calibrated = _tf_statistics(folder, samples)
+    _assert_bit_exact(folder, folder, samples, _lstms(name), tmp_path, monkeypatch)
+
+
+def test_keras_lstm_with_unknown_batch_converts_where_tensorflow_fails(built: dict, tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same LSTM saved with an unknown batch dimension (``keras.Input((16, 8))``, Keras' default):
+    TensorFlow 2.21 refuses it ("'tf.TensorListReserve' op requires element_shape to be static",
+    from_saved_model and from_keras_model alike, measured); qconvert gives batch 1 and the file
+    TensorFlow writes for the batch-1 twin."""
+    folder, model, samples = built["last_output"]
+    inp = keras.Input((STEPS, FEATURES), name=INPUT)
+    twin = keras.Model(inp, model.layers[-1](model.layers[-2](model.layers[-3](inp))))
+    unknown = tmp_path / "unknown_batch"
+    twin.save(str(unknown))
+    with pytest.raises(Exception, match="TensorListReserve"):
+        _tf_ptq(unknown, samples)
+    _assert_bit_exact(unknown, folder, samples, 1, tmp_path, monkeypatch)
+
+
+def _assert_bit_exact(ours_from: Path, tf_from: Path, samples: np.ndarray, lstms: int, tmp_path: Path,
+                      monkeypatch: pytest.MonkeyPatch) -> None:
+    theirs = _tf_ptq(tf_from, samples)
+    stats, calibrated = _tf_statistics(tf_from, samples)
     feeds = {INPUT: samples}
     unpaired = oracle.use_tensorflows_statistics(monkeypatch, stats, calibrated, feeds)
     assert not unpaired, f"tensors with no TensorFlow range: {unpaired[:5]}"
-    ours = convert_graph(folder, calibration_data=feeds).model
+    ours = convert_graph(ours_from, calibration_data=feeds).model
     assert "DEQUANTIZE" not in oracle.op_names(ours)  # (types: compared below; the cell state is int16)
     a, b = _structure(theirs), _structure(ours)
     assert [(op[0], op[1], op[2]) for op in a] == [(op[0], op[1], op[2]) for op in b]
-    assert [op[0] for op in a].count("UNIDIRECTIONAL_SEQUENCE_LSTM") == _lstms(name)
+    assert [op[0] for op in a].count("UNIDIRECTIONAL_SEQUENCE_LSTM") == lstms
     for x, y in zip(a, b):
         for part in (3, 4, 5):  # inputs, outputs, intermediates: every field, constants byte for byte
             assert x[part] == y[part], f"{x[0]} operands differ"
