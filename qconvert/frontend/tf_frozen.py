@@ -44,6 +44,22 @@ def _tensorflow():  # type: ignore[no-untyped-def]
     return tf
 
 
+def _load_keras(tf, path: Path):  # type: ignore[no-untyped-def]
+    """A Keras file with TensorFlow's Keras (Keras 3 in TensorFlow 2.21), else with tf_keras (Keras 2,
+    whose files Keras 3 cannot read: a tf_keras LSTM's ``time_major`` argument, for one)."""
+    try:
+        return tf.keras.models.load_model(str(path), compile=False)
+    except Exception as first:  # noqa: BLE001 - Keras raises many kinds; tf_keras may read it
+        try:
+            import tf_keras
+        except ImportError:
+            raise first from None
+        try:
+            return tf_keras.models.load_model(str(path), compile=False)
+        except Exception:  # noqa: BLE001 - neither reads it: Keras 3's reason is the one to show
+            raise first from None
+
+
 def freeze(path: str | os.PathLike) -> tuple[bytes, list[str], list[str]]:
     """(GraphDef bytes, input names, output names) of a SavedModel directory or Keras file."""
     tf = _tensorflow()
@@ -65,7 +81,7 @@ def freeze(path: str | os.PathLike) -> tuple[bytes, list[str], list[str]]:
             # function would add a call level and prefix every tensor name.
             concrete = signatures[name]
         else:
-            model = tf.keras.models.load_model(str(p), compile=False)
+            model = _load_keras(tf, p)
             shape = [1 if d is None else d for d in model.inputs[0].shape]
             if len(model.inputs) != 1:
                 raise ConversionError(f"Keras model '{p}' has {len(model.inputs)} inputs; export a SavedModel instead")

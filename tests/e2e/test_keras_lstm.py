@@ -287,3 +287,15 @@ def test_other_recurrent_layers_are_one_line(layer: str, tmp_path: Path) -> None
         convert_graph(tmp_path / "saved", calibration_data={INPUT: samples})
     text = str(err.value)
     assert "while loop" in text and "unroll=True" in text and "\n" not in text
+
+
+def test_tf_keras_file_gives_the_saved_models_file(built: dict, tmp_path: Path) -> None:
+    """A tf_keras ``.h5`` file (which Keras 3, TensorFlow 2.21's ``tf.keras``, cannot read: "Unrecognized
+    keyword arguments passed to LSTM: {'time_major': False}") is read with tf_keras: the same
+    operators, parameters and constants as from the SavedModel (only the names differ)."""
+    folder, model, samples = built["stacked"]
+    model.save(str(tmp_path / "m.h5"))
+    from_h5 = convert_graph(tmp_path / "m.h5", calibration_data={"input": samples}).model
+    from_saved = convert_graph(folder, calibration_data={INPUT: samples}).model
+    assert _structure(from_h5) == _structure(from_saved)
+    assert oracle.op_names(from_h5).count("UNIDIRECTIONAL_SEQUENCE_LSTM") == 2
