@@ -150,8 +150,13 @@ def collect(graph: Graph, calib: Calibration, names: list[str]) -> Stats:
     shards: list[Stats] = []
     make = calib.engine(graph, list(names)) if calib.engine is not None else None
 
+    # VARIABLE state tensors (an LSTM's): TensorFlow's calibrator invokes its float model once per
+    # sample, in order, without resetting them, so each sample starts from the state the one before
+    # left: the samples run in order on one worker, the states carried from batch to batch
+    states: dict[str, np.ndarray] | None = {} if any(t.variable for t in graph.tensors.values()) else None
+
     def numpy_run(feeds: dict[str, np.ndarray], record: Callable[[str, np.ndarray], None]) -> int:
-        executor.run(graph, feeds, record)
+        executor.run(graph, feeds, record, states=states)
         return len(next(iter(feeds.values())))
 
     def run_one(feeds: dict[str, np.ndarray]) -> int:
@@ -174,6 +179,8 @@ def collect(graph: Graph, calib: Calibration, names: list[str]) -> Stats:
         calib.progress(0, total)
     batches = calib.samples.batches(calib.options.batch)
     workers = max(1, min(calib.options.workers or default_workers(), total))
+    if states is not None and make is None:
+        workers = 1
     first = next(batches, None)  # one batch here first: it also builds the graph's look-up index
     if first is not None:
         done += run_one(first)

@@ -167,14 +167,20 @@ def lstm_operands(x: qm.QuantParams, y: qm.QuantParams, weights: Mapping[int, np
     - each gate bias: int32, scale = input scale × its input-to-gate weight's scale;
     - the output state (slot 18): from the union of its recorded range and the output's when the
       output's own recorded range survives TensorFlow's RemoveRedundantStatsOps
-      (``ranges["output_kept"]``: ``PrepareLstmOutputScale`` runs after it and needs both statistics),
-      else from its own recorded range alone (measured: a Bidirectional layer's LSTMs, whose
-      outputs take the concatenation's range, keep their state's own);
+      (``ranges["output_kept"]``: ``PrepareLstmOutputScale`` runs after it and needs both
+      statistics); the final state is one of the outputs, so that is the output's range;
     - the cell state (slot 19): int16, zero point 0, scale = PowerOfTwoBound(max(|min|, |max|)) / 32768
       of its recorded range (zero included);
     - the intermediates: the four gate ones carry nothing without layer norm (float32, no
       parameters); the fifth (the hidden value o·tanh(c), which the calibrator records: the output
-      values) from the output's own recorded range, whatever range the output itself takes.
+      values) from the output's own recorded range.
+
+    The integer kernel writes h at the hidden intermediate's scale and zero point into the output
+    state, reads it back at the output state's, and copies the output state's bytes into the output
+    (lstm_eval.cc): the three must agree. Where the output takes another op's parameters (a
+    Bidirectional layer's LSTMs: the concatenation's), TensorFlow 2.21 still gives the state and the
+    hidden value the recorded ranges (measured: three different scales in one op, so LiteRT reads
+    that LSTM's output at the wrong scale); qconvert gives both the output's parameters.
 
     ``ranges``: the recorded (min, max) of the states by slot, ``"output"`` (the op's output, as
     recorded) and ``"output_kept"``. Returns (constant slot → parameters, state slot → parameters,
@@ -188,14 +194,16 @@ def lstm_operands(x: qm.QuantParams, y: qm.QuantParams, weights: Mapping[int, np
             consts[slot] = qm.value_range_params(-m, m, narrow_range=True)
             if in_gate and LSTM_BIASES[k] in weights:
                 consts[LSTM_BIASES[k]] = qm.bias_params(x, consts[slot], legacy_float_scale)
-    out_lo, out_hi = ranges["output"]
-    h_lo, h_hi = ranges[LSTM_OUTPUT_STATE]
-    if ranges.get("output_kept"):
-        h_lo, h_hi = min(h_lo, out_lo), max(h_hi, out_hi)
-    hidden = qm.calibrated_range_params(out_lo, out_hi)
+    if ranges.get("output_kept"):  # TensorFlow's parameters (in practice the output's: see below)
+        out_lo, out_hi = ranges["output"]
+        h_lo, h_hi = ranges[LSTM_OUTPUT_STATE]
+        state = qm.calibrated_range_params(min(h_lo, out_lo), max(h_hi, out_hi))
+        hidden = qm.calibrated_range_params(out_lo, out_hi)
+    else:  # the output takes another op's parameters: the state and the hidden value take them too
+        state = hidden = y
     lo, hi = min(ranges[LSTM_CELL_STATE][0], 0.0), max(ranges[LSTM_CELL_STATE][1], 0.0)
     bound = power_of_two_bound(max(abs(lo), abs(hi)))
     qmax = 2 ** (CELL_STATE_BITS - 1)
     cell = qm.QuantParams((bound / qmax,), (0,), None, -qmax, qmax - 1, qm.storage_dtype(CELL_STATE_BITS))
-    states = {LSTM_OUTPUT_STATE: qm.calibrated_range_params(h_lo, h_hi), LSTM_CELL_STATE: cell}
+    states = {LSTM_OUTPUT_STATE: state, LSTM_CELL_STATE: cell}
     return consts, states, [None, None, None, None, hidden]
