@@ -400,6 +400,10 @@ def _stateful(graph: Graph, node: Node, ctx: Context) -> Touched | None:
     for slot, params in states.items():
         t = graph.tensors[node.inputs[slot]]
         t.dtype, t.quant = params.dtype, params
+        if params.dtype == "int16" and params.scale[0] < 2.0 ** -15:
+            ctx.note(f"{node.op} '{node.name}': cell state scale 2^{int(np.log2(params.scale[0]))} (its calibrated "
+                     f"range stays within ±0.5), as TensorFlow writes it; LiteRT's integer LSTM computes wrong "
+                     f"values below 2^-15 (TFLite Micro's does not): see `qconvert check`")
     names = []
     for base, params in zip(LSTM_INTERMEDIATE_NAMES, intermediates):
         name = graph.unique_name(base)

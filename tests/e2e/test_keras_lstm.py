@@ -233,7 +233,12 @@ def _assert_dump_recomputes_the_records(tflite: bytes, tmp_path: Path) -> None:
 def test_keras_lstm_with_own_calibration_no_less_accurate_than_tensorflow(name: str, built: dict) -> None:
     folder, model, samples = built[name]
     theirs = _tf_ptq(folder, samples)
-    ours = convert_graph(folder, calibration_data={INPUT: samples}).model
+    result = convert_graph(folder, calibration_data={INPUT: samples})
+    ours = result.model
+    # the stacked model's second LSTM gets a 2^-16 cell scale (as in TensorFlow's file), which LiteRT's
+    # integer LSTM computes wrongly: said in one line (its error against Keras is the larger for it)
+    small_cell = [n for n in result.notes if "cell state scale 2^-16" in n]
+    assert len(small_cell) == (1 if name == "stacked" else 0), result.notes
     test = np.random.default_rng(9).normal(size=(32, STEPS, FEATURES)).astype(np.float32)
     want = model.predict(test, batch_size=1, verbose=0)
     errors = []
