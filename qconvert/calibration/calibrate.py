@@ -78,14 +78,44 @@ def _needs_range(graph: Graph, name: str) -> bool:
 
 
 def candidates(graph: Graph) -> list[str]:
-    """Float tensors that a float model would hold and that have no parameters yet, in graph order."""
+    """Float tensors that a float model would hold and that have no parameters yet, in graph order
+    (a recurrent op's state tensors, whose final values its kernel gives, before its output)."""
     names = [n for n in graph.inputs if _needs_range(graph, n)]
     for node in graph.nodes:
         r = row(node.op)
         if r is None or r.rule is Rule.QUANT:
             continue
+        names += [node.inputs[s] for s in r.state_slots if s < len(node.inputs) and node.inputs[s]
+                  and graph.tensors[node.inputs[s]].variable and graph.tensors[node.inputs[s]].quant is None]
         names += [o for o in node.outputs if _needs_range(graph, o)]
     return names
+
+
+def _state_ranges(graph: Graph, ranges: Mapping[str, tuple[float, float]],
+                  recorded: Mapping[str, tuple[float, float]], kept: Mapping[str, tuple[float, float]]) -> set[str]:
+    """A state tensor's range goes to the op that reads it (``attrs["_state_ranges"]``, by slot), with
+    the range recorded for the op's own output (``"output"``, before ``drop_redundant``) and whether
+    that range was kept (``"output_kept"``): the op's row gives its states and intermediates their
+    parameters from these in the prepare stage. Returns the state tensors."""
+    states = set()
+    for node in graph.nodes:
+        r = row(node.op)
+        if r is None or not r.state_slots:
+            continue
+        found = {}
+        for s in r.state_slots:
+            name = node.inputs[s] if s < len(node.inputs) else ""
+            if name and graph.tensors[name].variable:
+                states.add(name)
+                if name in ranges:
+                    found[s] = tuple(float(v) for v in ranges[name])
+        out = node.outputs[0]
+        if found and out in recorded:
+            found["output"] = tuple(float(v) for v in recorded[out])
+            found["output_kept"] = out in kept
+        if found:
+            node.attrs["_state_ranges"] = found
+    return states
 
 
 def _blas_single_thread():  # type: ignore[no-untyped-def]
@@ -120,8 +150,13 @@ def collect(graph: Graph, calib: Calibration, names: list[str]) -> Stats:
     shards: list[Stats] = []
     make = calib.engine(graph, list(names)) if calib.engine is not None else None
 
+    # VARIABLE state tensors (an LSTM's): TensorFlow's calibrator invokes its float model once per
+    # sample, in order, without resetting them, so each sample starts from the state the one before
+    # left: the samples run in order on one worker, the states carried from batch to batch
+    states: dict[str, np.ndarray] | None = {} if any(t.variable for t in graph.tensors.values()) else None
+
     def numpy_run(feeds: dict[str, np.ndarray], record: Callable[[str, np.ndarray], None]) -> int:
-        executor.run(graph, feeds, record)
+        executor.run(graph, feeds, record, states=states)
         return len(next(iter(feeds.values())))
 
     def run_one(feeds: dict[str, np.ndarray]) -> int:
@@ -144,6 +179,8 @@ def collect(graph: Graph, calib: Calibration, names: list[str]) -> Stats:
         calib.progress(0, total)
     batches = calib.samples.batches(calib.options.batch)
     workers = max(1, min(calib.options.workers or default_workers(), total))
+    if states is not None and make is None:
+        workers = 1
     first = next(batches, None)  # one batch here first: it also builds the graph's look-up index
     if first is not None:
         done += run_one(first)
@@ -342,13 +379,18 @@ def calibrate(graph: Graph, ctx: Context) -> bool:
         calib.recorded.save(calib.options.save_stats)
     kept = drop_redundant(graph, stats, ctx.activation_bits == 16)
     by_hand = calib.ranges
+    states = _state_ranges(graph, {**kept, **{n: r for n, r in by_hand.items() if n in names}}, stats, kept)
     for name in names:
+        if name in states:
+            continue
         if name not in by_hand and name in kept:
             insert_qdq_after(graph, name, calibrated_range_params(*kept[name], num_bits=ctx.activation_bits),
                              Origin.CALIBRATION)
     for name, (lo, hi) in by_hand.items():
         if not hi >= lo:
             raise ConversionError(f"--ranges-file: tensor '{name}' has min {lo} > max {hi}")
+        if name in states:
+            continue
         if name not in names:
             why = ("is a constant (weights and biases get their parameters from their values)"
                    if graph.is_const(name) else "already has a range (a FakeQuant or --inputs-range)")

@@ -66,10 +66,14 @@ def _dequantize(graph: Graph, node: Node, x: np.ndarray) -> np.ndarray:
 
 def run(graph: Graph, feeds: Mapping[str, np.ndarray],
         record: Callable[[str, np.ndarray], None] | None = None,
-        fake_quant: bool = True) -> dict[str, np.ndarray]:
+        fake_quant: bool = True, states: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
     """Run the graph on ``feeds`` (graph input name → [B, ...] float32); call ``record(name,
     value)`` for every tensor computed; return the graph outputs. With ``fake_quant=False``
-    QUANTIZE and DEQUANTIZE pass values through: the float model without its FakeQuants."""
+    QUANTIZE and DEQUANTIZE pass values through: the float model without its FakeQuants.
+    ``states``: VARIABLE state tensors (an LSTM's) carried from run to run, as a TFLite
+    interpreter keeps them between invocations (the samples then run in order, each from the
+    state the one before left; missing entries start at zero); updated in place. Without it
+    every sample starts at zero."""
     values: dict[str, np.ndarray] = {}
     batch = None
     for name in graph.inputs:
@@ -86,6 +90,12 @@ def run(graph: Graph, feeds: Mapping[str, np.ndarray],
         for i in node.inputs:
             if not i:
                 args.append(None)
+            elif graph.tensors[i].variable:  # a state: carried, or None (the kernel starts at zero)
+                if states is None:
+                    args.append(None)
+                else:
+                    t = graph.tensors[i]
+                    args.append(states.get(i, np.zeros(t.shape or (), np.float32)))
             elif i in values:
                 args.append(values[i])
             else:
@@ -97,6 +107,14 @@ def run(graph: Graph, feeds: Mapping[str, np.ndarray],
             y = np.asarray(args[0], dtype=np.float32)
         else:
             y = evaluate(graph, node, args, batch or 1)
+        if isinstance(y, tuple):  # a recurrent op: its output, and its states' final values
+            y, finals = y
+            r = row(node.op)
+            for slot, value in zip(r.state_slots if r is not None else (), finals):
+                if record is not None:
+                    record(node.inputs[slot], value)
+                if states is not None:
+                    states[node.inputs[slot]] = value[-1:]
         out = node.outputs[0]
         values[out] = y
         if record is not None and y.dtype == np.float32:

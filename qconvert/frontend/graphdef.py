@@ -261,6 +261,7 @@ def _schema() -> descriptor_pb2.FileDescriptorProto:
     _add_field(fdef, "signature", 1, T.TYPE_MESSAGE, type_name="OpDef")
     _add_field(fdef, "node_def", 3, T.TYPE_MESSAGE, repeated=True, type_name="NodeDef")
     _add_map(fdef, "ret", 4, "string")
+    _add_map(fdef, "attr", 5, "AttrValue")  # api_implements: a Keras LSTM's function (tf_frozen keeps its calls)
     library = fd.message_type.add(name="FunctionDefLibrary")
     _add_field(library, "function", 1, T.TYPE_MESSAGE, repeated=True, type_name="FunctionDef")
 
@@ -583,6 +584,7 @@ def _decode(graph: Any, source: str, buffer: memoryview | None = None,
     functions = {f.signature.name: f for f in graph.library.function}
     if any(_callee(n, functions) for n in nodes):
         nodes = _inline(nodes, functions, source, depth=0)
+        _refuse_lstm_state(nodes, source)
     return nodes
 
 
@@ -637,6 +639,9 @@ def _inline(nodes: list[RawNode], functions: dict[str, Any], source: str, depth:
         if callee not in functions:
             raise ConversionError(f"{source}: node '{node.name}' ({node.op}) calls function '{callee}', "
                                   "which is not in the GraphDef's function library")
+        if _implements(functions[callee]).startswith(KERAS_LSTM_IMPLEMENTS):
+            out.extend(_keras_lstm(node, functions[callee], source))
+            continue
         if depth >= _MAX_CALL_DEPTH:
             raise ConversionError(f"{source}: node '{node.name}' ({node.op}): function calls nested more than "
                                   f"{_MAX_CALL_DEPTH} deep (recursive function?)")
@@ -678,6 +683,75 @@ def _expand(call: RawNode, fdef: Any, functions: dict[str, Any], source: str, de
     op = "Identity" if len(results) == 1 else "IdentityN"
     expanded.append(RawNode(call.name, op, results, {}, call.device))
     return expanded
+
+
+# ---------------------------------------------------------------------------
+# A Keras LSTM layer's function (tf_keras ``standard_lstm``: api_implements "lstm_<uuid>";
+# its operands inputs, init_h, init_c, kernel, recurrent_kernel, bias; its results last_output,
+# outputs, new_h, new_c, runtime). TensorFlow's converter fuses each call into one
+# UNIDIRECTIONAL_SEQUENCE_LSTM keyed on that attribute, the last output a STRIDED_SLICE of its
+# sequence (measured on TF 2.21); so does the frontend, with the TensorFlow-level node
+# ``KerasLSTM`` (the legalize stage makes it the TFLite op).
+# ---------------------------------------------------------------------------
+
+KERAS_LSTM_IMPLEMENTS = "lstm_"
+KERAS_LSTM = "KerasLSTM"  # the frontend's node for the whole layer (qconvert.frontend.tf_ops)
+_LSTM_RESULTS = ("last_output", "outputs", "new_h", "new_c", "runtime")
+
+
+def _implements(fdef: Any) -> str:
+    value = fdef.attr.get("api_implements") if "api_implements" in fdef.attr else None
+    if value is None or value.WhichOneof("value") != "s":
+        return ""
+    return value.s.decode(errors="replace")
+
+
+def _keras_lstm(call: RawNode, fdef: Any, source: str) -> list[RawNode]:
+    """``call(x, h0, c0, kernel, recurrent_kernel, bias)`` ⇒ ``seq = KerasLSTM(...)`` (of
+    ``ReverseV2(x, [1])`` when the function runs backwards, ``go_backwards``),
+    ``last = StridedSlice(seq, [0,-1,0], [0,0,0], [1,1,1])`` (shrinking the time axis), and an
+    IdentityN named like the call giving (last, seq, last): results 0..2. The final cell state
+    (``return_state=True``'s third value) has no TFLite operand: reading it is refused."""
+    sig = fdef.signature
+    data_inputs = [i for i in call.inputs if not i.startswith("^")]
+    if len(sig.input_arg) != 6 or len(data_inputs) != 6 or len(sig.output_arg) != len(_LSTM_RESULTS):
+        raise ConversionError(f"{source}: node '{call.name}' calls Keras LSTM function '{sig.name}' with "
+                              f"{len(data_inputs)} operands and {len(sig.output_arg)} results; expected 6 and 5 "
+                              "(tf_keras LSTM: inputs, init_h, init_c, kernel, recurrent_kernel, bias)")
+    attrs = {k: _attr_value(fdef.attr[k]) for k in ("time_major", "go_backwards") if k in fdef.attr}
+    attrs["api_implements"] = _implements(fdef)
+    before: list[RawNode] = []
+    if attrs.get("go_backwards") and not attrs.get("time_major"):  # the backward half of a Bidirectional layer:
+        # the sequence reversed in time first (REVERSE_V2, as TensorFlow writes it); its results stay in
+        # the order it ran (Bidirectional reverses a returned sequence back itself)
+        axis = RawNode(f"{call.name}/reverse/axis", "Const", [], {"value": np.array([1], np.int32), "dtype": "int32"})
+        flipped = RawNode(f"{call.name}/reverse", "ReverseV2", [data_inputs[0], axis.name],
+                          {"T": "float32", "Tidx": "int32"}, call.device)
+        before = [axis, flipped]
+        data_inputs = [flipped.name, *data_inputs[1:]]
+        attrs["go_backwards"] = False
+    seq = RawNode(f"{call.name}/sequence", KERAS_LSTM, data_inputs, attrs, call.device)
+    consts = [RawNode(f"{call.name}/last/{k}", "Const", [], {"value": np.array(v, np.int32), "dtype": "int32"})
+              for k, v in (("begin", [0, -1, 0]), ("end", [0, 0, 0]), ("strides", [1, 1, 1]))]
+    last = RawNode(f"{call.name}/last", "StridedSlice", [seq.name, *(c.name for c in consts)],
+                   {"begin_mask": 5, "end_mask": 5, "ellipsis_mask": 0, "new_axis_mask": 0, "shrink_axis_mask": 2,
+                    "T": "float32", "Index": "int32"}, call.device)
+    results = RawNode(call.name, "IdentityN", [last.name, seq.name, last.name], {}, call.device)
+    return [*before, seq, *consts, last, results]
+
+
+def _refuse_lstm_state(nodes: list[RawNode], source: str) -> None:
+    """A reader of a Keras LSTM's final cell state or of its ``runtime`` result: one line."""
+    calls = {n.name for n in nodes if n.op == KERAS_LSTM}
+    for n in nodes:
+        for ref in n.inputs:
+            node, _, port = ref.lstrip("^").partition(":")
+            if port in ("3", "4") and f"{node}/sequence" in calls:
+                what = "final cell state (return_state=True)" if port == "3" else "runtime marker"
+                raise ConversionError(
+                    f"{source}: node '{n.name}' reads the {what} of Keras LSTM '{node}'; TensorFlow's fused "
+                    f"UNIDIRECTIONAL_SEQUENCE_LSTM gives only the output sequence (and its last step): return "
+                    f"the sequence or the last output only, or cut the graph with --outputs")
 
 
 def parse_graphdef(data: bytes, source: str = "<bytes>") -> list[RawNode]:

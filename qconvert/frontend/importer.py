@@ -198,9 +198,10 @@ def _refuse(needed: Sequence[str], by_name: Mapping[str, RawNode], allow_custom_
     if loop:
         where = [n for n in needed if by_name[n].op in _CONTROL_FLOW]
         raise ConversionError(
-            f"the graph has a TF1 while loop ({', '.join(loop)}; e.g. node '{where[0]}'): control flow cannot "
-            f"become an int8 TFLite graph, and TensorFlow's converter refuses it too; export the recurrent "
-            f"layer unrolled (Keras: unroll=True), or cut the graph before it with --outputs"
+            f"the graph has a TF1 while loop ({', '.join(loop)}; e.g. node '{where[0]}'): a loop that is not a "
+            f"tf_keras LSTM layer cannot become an int8 TFLite graph (TensorFlow 2.21 crashes calibrating a Keras "
+            f"GRU, SimpleRNN or Keras 3 LSTM loop); export the recurrent layer unrolled (Keras: unroll=True; a "
+            f"tf_keras LSTM in a SavedModel converts as it is), or cut the graph before it with --outputs"
         )
     if unknown and not allow_custom_ops:
         where = ", ".join(

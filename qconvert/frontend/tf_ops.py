@@ -204,6 +204,20 @@ def shape_strided_slice(node: Any, s: list[Shape], c: list[Any]) -> Shape:
     return strided_shape(s[0], strided_index(len(s[0]), *args, node.attrs, what), what)
 
 
+def shape_keras_lstm(node: Any, s: list[Shape], c: list[Any]) -> Shape:
+    """KerasLSTM(x [B, T, F], h0 [B, U], c0 [B, U], kernel [F, 4U], recurrent_kernel [U, 4U],
+    bias [4U]) (``graphdef._keras_lstm``): the output sequence [B, T, U]."""
+    x, k, rk = s[0], s[3], s[4]
+    what = f"Keras LSTM '{node.name.rsplit('/', 1)[0]}'"
+    if len(x) != 3 or len(k) != 2 or len(rk) != 2 or k[0] != x[2] or rk[1] != k[1] or 4 * rk[0] != k[1]:
+        raise ConversionError(f"{what}: input {list(x)}, kernel {list(k)} and recurrent kernel {list(rk)} do not "
+                              "fit an LSTM")
+    if _attr(node, "time_major", False):
+        raise ConversionError(f"{what}: time_major=True is not supported; build the layer batch-major "
+                              "(time_major=False, the Keras default)")
+    return (x[0], x[1], rk[0])
+
+
 def shape_conv2d_transpose(node: Any, s: list[Shape], c: list[Any]) -> Shape:
     """Conv2DBackpropInput(input_sizes, filter [H, W, out, in], x): the output is ``input_sizes``."""
     _nhwc_only(node)
@@ -469,6 +483,7 @@ TF_OPS: dict[str, TfOp] = {
     "Sum": TfOp("SUM", shape_mean),
     "Slice": TfOp("SLICE", shape_slice),
     "StridedSlice": TfOp("STRIDED_SLICE", shape_strided_slice),
+    "KerasLSTM": TfOp("UNIDIRECTIONAL_SEQUENCE_LSTM", shape_keras_lstm),  # a Keras LSTM's function (graphdef.py)
     "ExpandDims": TfOp("RESHAPE", shape_expand_dims),
     "Maximum": TfOp("MAXIMUM", shape_broadcast),
     "Minimum": TfOp("MINIMUM", shape_broadcast),
@@ -477,6 +492,7 @@ TF_OPS: dict[str, TfOp] = {
     "Mean": TfOp("MEAN", shape_mean),
     "Reshape": TfOp("RESHAPE", shape_reshape),
     "Transpose": TfOp("TRANSPOSE", shape_transpose),
+    "ReverseV2": TfOp("REVERSE_V2", shape_same),
     "SpaceToBatchND": TfOp("SPACE_TO_BATCH_ND", shape_space_to_batch),
     "BatchToSpaceND": TfOp("BATCH_TO_SPACE_ND", shape_batch_to_space),
     "Squeeze": TfOp("SQUEEZE", shape_squeeze),

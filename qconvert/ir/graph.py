@@ -47,6 +47,9 @@ class Tensor:
     # a quantized constant: a digest of the float constant it was quantized from (dtype, shape,
     # bytes), so that equal constants are stored once only where TensorFlow stores them once
     source: bytes | None = None
+    # a state tensor (an LSTM's output and cell state): no producer, no data; the op reads it at
+    # zero first and updates it in place (TFLite's VARIABLE tensor)
+    variable: bool = False
 
     @property
     def is_const(self) -> bool:
@@ -361,6 +364,7 @@ class Graph:
             if not any(o in keep or o in consumers for o in node.outputs):
                 self.remove_nodes([node])
         producers, io = self._producers, {*self.inputs, *self.outputs}
+        io.update(t for node in self.nodes for t in node.attrs.get("_intermediates", ()))  # an LSTM's
         unused = [k for k in self.tensors if k not in producers and k not in consumers and k not in io]
         for k in unused:
             del self.tensors[k]

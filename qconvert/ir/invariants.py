@@ -17,7 +17,7 @@ def check_invariants(graph: Graph) -> None:
             t = tensors.get(name) if name else None
             if name and t is None:
                 raise InvariantError(f"node '{node.name}' ({node.op}) refers to missing tensor '{name}'")
-            if name and t.data is None and name not in produced:  # type: ignore[union-attr]
+            if name and t.data is None and not t.variable and name not in produced:  # type: ignore[union-attr]
                 raise InvariantError(
                     f"node '{node.name}' ({node.op}) reads tensor '{name}' before any node produces it")
         for out in node.outputs:

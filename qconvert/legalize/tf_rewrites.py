@@ -530,7 +530,65 @@ _GELU_FIX = "export the model with Keras' 'gelu' activation or tf.nn.gelu"
 # The rewrite of every TensorFlow op whose TF_OPS row names a TFLite op and that is more than a
 # rename (a new name, no options: the default, ``plain(row's TFLite op)``), but for FakeQuant*
 # (legalize_fake_quant, earlier in the stage) and Split/SplitV/Unpack (the importer's slices).
+_LSTM_GATES = ("input", "forget", "cell", "output")  # Keras' order of the four gates along the kernel's columns
+
+
+def keras_lstm(graph: Graph, node: Node) -> None:
+    """``KerasLSTM(x, h0, c0, kernel [F, 4U], recurrent_kernel [U, 4U], bias [4U])`` (a Keras LSTM
+    layer's function, ``frontend.graphdef._keras_lstm``) ⇒ ``UNIDIRECTIONAL_SEQUENCE_LSTM`` with its
+    24 operands as TensorFlow's converter writes them (measured on TF 2.21): x; the input-to-gate
+    weights ``kernel[:, gU:(g+1)U]ᵀ`` and recurrent ones, gates input, forget, cell, output; no
+    peepholes; the four gate biases; no projection; the output and cell states as VARIABLE
+    tensors (zero at start); no layer norm. Options: TANH, cell_clip 10, proj_clip 0, batch-major."""
+    x, h0, c0, kernel, recurrent, bias = node.inputs
+    layer = node.name.rsplit("/", 1)[0]
+    values = {}
+    for name, what in ((kernel, "kernel"), (recurrent, "recurrent kernel"), (bias, "bias")):
+        v = graph.const(name)
+        if v is None:
+            raise ConversionError(f"Keras LSTM '{layer}': its {what} '{name}' is not a constant; freeze the "
+                                  "model's variables (a SavedModel or Keras file is frozen by qconvert)")
+        values[what] = np.asarray(v, np.float32)
+    for name, what in ((h0, "output"), (c0, "cell")):
+        v = graph.const(name)
+        if v is None or np.any(v != 0):
+            raise ConversionError(f"Keras LSTM '{layer}': its initial {what} state '{name}' is not zero; TFLite's "
+                                  "LSTM keeps its state in a VARIABLE tensor that starts at zero: call the layer "
+                                  "without initial_state")
+    units = values["recurrent kernel"].shape[0]
+    gate = [slice(g * units, (g + 1) * units) for g in range(4)]
+    w_in = [graph.add_const(f"{layer}/input_to_{n}_weights", values["kernel"][:, s].T.copy())
+            for n, s in zip(_LSTM_GATES, gate)]
+    w_rec = [graph.add_const(f"{layer}/recurrent_to_{n}_weights", values["recurrent kernel"][:, s].T.copy())
+             for n, s in zip(_LSTM_GATES, gate)]
+    b = [graph.add_const(f"{layer}/{n}_gate_bias", values["bias"][s].copy()) for n, s in zip(_LSTM_GATES, gate)]
+    batch = graph.tensors[x].shape[0]
+    states = []
+    for what in ("output_state", "cell_state"):
+        name = graph.unique_name(f"{layer}/{what}")
+        graph.add_tensor(Tensor(name, "float32", (batch, units), variable=True))
+        states.append(name)
+    node.inputs = [x, *w_in, *w_rec, "", "", "", *b, "", "", *states, "", "", "", ""]
+    node.attrs = {"fused_activation_function": "TANH", "cell_clip": 10.0, "proj_clip": 0.0, "time_major": False,
+                  "asymmetric_quantize_inputs": False, "diagonal_recurrent_tensors": False}
+    node.op = "UNIDIRECTIONAL_SEQUENCE_LSTM"
+
+
+def reverse_v2(graph: Graph, node: Node) -> None:
+    """``ReverseV2(x, axis)`` ⇒ ``REVERSE_V2(x, axis)`` with the axes an int32 constant (TFLite's kernel
+    reads int32 only; TensorFlow may hold them as int64)."""
+    axis = graph.const(node.inputs[1])
+    if axis is None:
+        raise ConversionError(f"node '{node.name}' (ReverseV2): its axes '{node.inputs[1]}' are not a constant")
+    if axis.dtype != np.int32:
+        node.inputs[1] = graph.add_const(f"{node.name}/axis", np.asarray(axis).astype(np.int32).reshape(-1))
+    node.attrs = {}
+    node.op = "REVERSE_V2"
+
+
 REWRITES: dict[str, Rewrite] = {
+    "ReverseV2": reverse_v2,
+    "KerasLSTM": keras_lstm,
     "Conv2D": conv2d,
     "DepthwiseConv2dNative": depthwise,
     "MatMul": matmul,

@@ -186,6 +186,10 @@ def transpose(node: Any, x: np.ndarray, perm: np.ndarray) -> np.ndarray:
     return np.transpose(x, np.asarray(perm).astype(np.int64).tolist())
 
 
+def reverse_v2(node: Any, x: np.ndarray, axis: np.ndarray) -> np.ndarray:
+    return np.flip(x, tuple(int(a) % x.ndim for a in np.asarray(axis).reshape(-1)))
+
+
 def space_to_depth(node: Any, x: np.ndarray) -> np.ndarray:
     return windows_.space_to_depth(x, int(node.attrs["block_size"]))
 
@@ -351,3 +355,60 @@ def maximum(node: Any, a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def minimum(node: Any, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.minimum(a, b)
+
+
+def unidirectional_sequence_lstm(node: Any, x: np.ndarray, *operands: np.ndarray | None
+                                 ) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
+    """UNIDIRECTIONAL_SEQUENCE_LSTM (batch-major, no peephole, projection or layer norm, TANH
+    cell activation, ``cell_clip``), as TFLite's float kernel (lstm_eval.cc ``EvalFloat``) runs each
+    step: a gate is bias + W_x·x + W_h·h in float32, then sigmoid (tanh for the cell gate);
+    c = f·c + i·g, clipped to ±cell_clip; h = o·tanh(c). With no state operands (None) each of the B
+    samples starts at zero, all at once. Given the states ([1, U]: what the previous sample left),
+    the samples run one after the other, each from the state the one before left, as TFLite's
+    VARIABLE state tensors carry over from one invocation to the next (TensorFlow's calibrator does
+    not reset them between samples). Returns the output sequence [B, T, U] and the (output state,
+    cell state) each sample ended with ([B, U] each), which the calibration records under the state
+    tensors' names."""
+    ops = (None, *operands)
+    if any(ops[s] is not None for s in (9, 10, 11, 16, 17, 20, 21, 22, 23) if s < len(ops)):
+        raise ConversionError(f"node '{node.name}': an LSTM with peephole, projection or layer-norm weights "
+                              "cannot be calibrated")
+    if node.attrs.get("time_major", False):
+        raise ConversionError(f"node '{node.name}': a time-major LSTM cannot be calibrated")
+    w_in = [np.asarray(ops[s], np.float32) for s in (1, 2, 3, 4)]
+    w_rec = [np.asarray(ops[s], np.float32) for s in (5, 6, 7, 8)]
+    bias = [np.asarray(ops[s], np.float32) for s in (12, 13, 14, 15)]
+    x = np.asarray(x, np.float32)
+    batch, steps = x.shape[0], x.shape[1]
+    units = w_rec[0].shape[0]
+    clip = np.float32(node.attrs.get("cell_clip", 0.0))
+
+    def run(x: np.ndarray, h: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        out = np.empty((x.shape[0], steps, units), np.float32)
+        with np.errstate(over="ignore"):
+            for t in range(steps):
+                pre = [bias[g] + x[:, t] @ w_in[g].T + h @ w_rec[g].T for g in range(4)]
+                i = 1 / (1 + np.exp(-pre[0]))
+                f = 1 / (1 + np.exp(-pre[1]))
+                g = np.tanh(pre[2])
+                o = 1 / (1 + np.exp(-pre[3]))
+                c = (f * c + i * g).astype(np.float32)
+                if clip > 0:
+                    c = np.clip(c, -clip, clip)
+                h = (o * np.tanh(c)).astype(np.float32)
+                out[:, t] = h
+        return out, h, c
+
+    h0, c0 = (ops[s] if s < len(ops) else None for s in (18, 19))
+    if h0 is None or c0 is None:
+        zeros = np.zeros((batch, units), np.float32)
+        out, h, c = run(x, zeros, zeros)
+        return out, (h, c)
+    h, c = np.asarray(h0, np.float32).reshape(1, units), np.asarray(c0, np.float32).reshape(1, units)
+    outs, hs, cs = [], [], []
+    for b in range(batch):
+        out, h, c = run(x[b:b + 1], h, c)
+        outs.append(out)
+        hs.append(h)
+        cs.append(c)
+    return np.concatenate(outs), (np.concatenate(hs), np.concatenate(cs))

@@ -3,8 +3,9 @@ parameters LiteRT's int8 kernels derive from the tensors' float32 scales (svdf.c
 unidirectional_sequence_lstm.cc ``PopulateQuantizedLstmParams8x8_16``). Computed once, at load;
 the integer kernels in ``qconvert.runtime.svdf`` / ``qconvert.runtime.lstm`` read only the record.
 
-Neither op is written by the converter, so these records never reach the ``qconvert_requant``
-metadata; the runtime computes them for files other converters wrote. The record's ``pairs``
+The converter writes UNIDIRECTIONAL_SEQUENCE_LSTM (a Keras LSTM, ``lstm_operands`` below gives its
+operands' parameters) and stores its record in the ``qconvert_requant`` metadata; SVDF it never
+writes: the runtime computes that record for files other converters wrote. The record's ``pairs``
 carry every integer the kernel needs, in the order each recipe's docstring gives; an integer
 that is not a multiplier travels as ``(value, 0)``.
 """
@@ -138,3 +139,71 @@ def unidirectional_sequence_lstm(row: Any, ins: Inputs, out: Operand, options: M
                                  np.float32(32767.0)))
     pairs += [(cell_log2, 0), (quantized_clip, 0), (hidden.zp, 0)]
     return {"pairs": pairs, "clamp": (-128, 127)}
+
+
+# ---------------------------------------------------------------------------
+# The parameters of an LSTM's operands under post-training quantization
+# ---------------------------------------------------------------------------
+
+LSTM_INTERMEDIATE_NAMES = ("input_to_input_intermediate", "input_to_forget_intermediate",
+                           "input_to_cell_intermediate", "input_to_output_intermediate",
+                           "effective_hidden_scale_intermediate")
+CELL_STATE_BITS = 16
+
+
+def power_of_two_bound(value: float) -> float:
+    """The least power of two not below ``value`` (prepare_quantize_helper.h ``PowerOfTwoBound``)."""
+    return float(2.0 ** np.ceil(np.log2(value))) if value > 0 else 1.0
+
+
+def lstm_operands(x: qm.QuantParams, y: qm.QuantParams, weights: Mapping[int, np.ndarray],
+                  ranges: Mapping[Any, Any], legacy_float_scale: bool
+                  ) -> tuple[dict[int, qm.QuantParams], dict[int, qm.QuantParams], list[qm.QuantParams | None]]:
+    """What TensorFlow's post-training quantizer gives a UNIDIRECTIONAL_SEQUENCE_LSTM without
+    peephole, projection or layer norm (the 8x8_16 kernel; prepare_quantize_helper.h
+    ``ConvertLstmStatsToQDQs`` over operator_property.cc's LSTM properties), measured on TF 2.21:
+
+    - each of the 8 weight matrices: int8, one symmetric narrow-range scale (max|w| / 127);
+    - each gate bias: int32, scale = input scale × its input-to-gate weight's scale;
+    - the output state (slot 18): from the union of its recorded range and the output's when the
+      output's own recorded range survives TensorFlow's RemoveRedundantStatsOps
+      (``ranges["output_kept"]``: ``PrepareLstmOutputScale`` runs after it and needs both
+      statistics); the final state is one of the outputs, so that is the output's range;
+    - the cell state (slot 19): int16, zero point 0, scale = PowerOfTwoBound(max(|min|, |max|)) / 32768
+      of its recorded range (zero included);
+    - the intermediates: the four gate ones carry nothing without layer norm (float32, no
+      parameters); the fifth (the hidden value o·tanh(c), which the calibrator records: the output
+      values) from the output's own recorded range.
+
+    The integer kernel writes h at the hidden intermediate's scale and zero point into the output
+    state, reads it back at the output state's, and copies the output state's bytes into the output
+    (lstm_eval.cc): the three must agree. Where the output takes another op's parameters (a
+    Bidirectional layer's LSTMs: the concatenation's), TensorFlow 2.21 still gives the state and the
+    hidden value the recorded ranges (measured: three different scales in one op, so LiteRT reads
+    that LSTM's output at the wrong scale); qconvert gives both the output's parameters.
+
+    ``ranges``: the recorded (min, max) of the states by slot, ``"output"`` (the op's output, as
+    recorded) and ``"output_kept"``. Returns (constant slot → parameters, state slot → parameters,
+    the five intermediates' parameters)."""
+    consts: dict[int, qm.QuantParams] = {}
+    for slots, in_gate in ((LSTM_INPUT_WEIGHTS, True), (LSTM_RECURRENT_WEIGHTS, False)):
+        for k, slot in enumerate(slots):
+            if slot not in weights:
+                continue
+            m = float(np.abs(np.asarray(weights[slot], np.float64)).max()) if weights[slot].size else 0.0
+            consts[slot] = qm.value_range_params(-m, m, narrow_range=True)
+            if in_gate and LSTM_BIASES[k] in weights:
+                consts[LSTM_BIASES[k]] = qm.bias_params(x, consts[slot], legacy_float_scale)
+    if ranges.get("output_kept"):  # TensorFlow's parameters (in practice the output's: see below)
+        out_lo, out_hi = ranges["output"]
+        h_lo, h_hi = ranges[LSTM_OUTPUT_STATE]
+        state = qm.calibrated_range_params(min(h_lo, out_lo), max(h_hi, out_hi))
+        hidden = qm.calibrated_range_params(out_lo, out_hi)
+    else:  # the output takes another op's parameters: the state and the hidden value take them too
+        state = hidden = y
+    lo, hi = min(ranges[LSTM_CELL_STATE][0], 0.0), max(ranges[LSTM_CELL_STATE][1], 0.0)
+    bound = power_of_two_bound(max(abs(lo), abs(hi)))
+    qmax = 2 ** (CELL_STATE_BITS - 1)
+    cell = qm.QuantParams((bound / qmax,), (0,), None, -qmax, qmax - 1, qm.storage_dtype(CELL_STATE_BITS))
+    states = {LSTM_OUTPUT_STATE: state, LSTM_CELL_STATE: cell}
+    return consts, states, [None, None, None, None, hidden]

@@ -127,6 +127,11 @@ class OpRow:
     zero_pads: bool = False  # PAD: slot 1 holds the paddings, the fill is zero
     takes_same_padding: bool = False  # a window op whose VALID + zero PAD may become SAME (fuse_pad_into_conv)
     weight_slots: tuple[int, ...] = ()  # FREE ops: constant operands quantized as weights (symmetric)
+    # a recurrent op's VARIABLE state operands: its float kernel returns their final values too,
+    # which calibration records under their names; ``state_params`` gives every constant and state
+    # operand its parameters from the input's, the output's and the recorded state ranges
+    state_slots: tuple[int, ...] = ()
+    state_params: Callable[..., Any] | None = None
     arith: str | None = None  # element-wise "add" / "sub" / "mul": what pattern fusions look for
     # requantization (quantize pass, dump, run)
     requant: Callable[..., dict[str, Any]] | None = None
@@ -247,6 +252,8 @@ TABLE: dict[str, OpRow] = dict([
     _row("FAKE_QUANT", Rule.QUANT, 1, kernel=fk.fake_quant, folds=True, dropped_after_legalize=True),
     _row("TRANSPOSE", Rule.SAME_SCALE, 2, uint8=True, float_inputs=(0,), kernel=fk.transpose, folds=True,
          layout="transpose", version=r.transpose_version),
+    # TF 2.21: version 3 in int8 and 16x8 (a Bidirectional LSTM's backward half reverses the time axis)
+    _row("REVERSE_V2", Rule.SAME_SCALE, 3, float_inputs=(0,), kernel=fk.reverse_v2, folds=True),
     _row("SPACE_TO_DEPTH", Rule.SAME_SCALE, 2, form16=Form16.NONE, kernel=fk.space_to_depth, folds=True),
     _row("DEPTH_TO_SPACE", Rule.SAME_SCALE, 2, form16=Form16.NONE, kernel=fk.depth_to_space, folds=True),
     # int32/int64 output: no parameters; TF 2.21 has no 16x8 form, LiteRT no int16 kernel
@@ -256,11 +263,12 @@ TABLE: dict[str, OpRow] = dict([
          folds=True),
     _row("SPACE_TO_BATCH_ND", Rule.SAME_SCALE, 2, float_inputs=(0,), kernel=fk.space_to_batch_nd),
     _row("BATCH_TO_SPACE_ND", Rule.SAME_SCALE, 2, float_inputs=(0,), kernel=fk.batch_to_space_nd),
-    # sequence ops with VARIABLE state tensors (the activation, LSTM output and cell states): the converter
-    # writes neither; `run` executes other converters' files (int8 activations, int16 state)
+    # sequence ops with VARIABLE state tensors (the activation, LSTM output and cell states): `run` executes
+    # their int8 forms (int16 state); the converter writes the LSTM of a Keras LSTM layer (TF 2.21: version 1)
     _row("SVDF", Rule.FREE, 3, form16=Form16.NONE, made=Made.OTHERS, float_inputs=(0,), requant=rs.svdf),
-    _row("UNIDIRECTIONAL_SEQUENCE_LSTM", Rule.FREE, 1, form16=Form16.NONE, made=Made.OTHERS, float_inputs=(0,),
-         requant=rs.unidirectional_sequence_lstm),
+    _row("UNIDIRECTIONAL_SEQUENCE_LSTM", Rule.FREE, 1, form16=Form16.NONE, float_inputs=(0,),
+         kernel=fk.unidirectional_sequence_lstm, state_slots=(rs.LSTM_OUTPUT_STATE, rs.LSTM_CELL_STATE),
+         state_params=rs.lstm_operands, requant=rs.unidirectional_sequence_lstm),
     # in other converters' files only (the frontend makes RESHAPE of an ExpandDims and folds a Shape)
     _row("EXPAND_DIMS", Rule.SAME_SCALE, 1, made=Made.OTHERS, uint8=True, float_inputs=(0,)),
     _row("SHAPE", Rule.FREE, 1, made=Made.OTHERS, uint8=True, index_output=True, float_inputs=(0,)),

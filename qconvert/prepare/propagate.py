@@ -18,6 +18,10 @@ op table's rule, until nothing changes:
 4. FREE (add, sub, mul, mean, relu, prelu): a constant operand with no FakeQuant gets
    asymmetric parameters from its values; one the row lists as a weight (PRELU's alpha)
    symmetric narrow-range ones.
+5. A recurrent op with state operands (UNIDIRECTIONAL_SEQUENCE_LSTM): once its input and output
+   have parameters, its row's ``state_params`` gives its weights and biases (Q → DQ pairs), its
+   VARIABLE states (their type and parameters, set on the tensors) and its intermediates (new
+   tensors, ``attrs["_intermediates"]``), from the ranges calibration recorded for the states.
 
 Immutable parameters are those from FakeQuants, input ranges and fixed-output ops.
 The order of the work list follows TensorFlow's driver (see propagate_quant_params).
@@ -31,7 +35,7 @@ import numpy as np
 
 from qconvert import quant as qm
 from qconvert.errors import ConversionError
-from qconvert.ir import Graph, Node, QuantParams
+from qconvert.ir import Graph, Node, QuantParams, Tensor
 from qconvert.ir.passes import Context, Origin
 from qconvert.ir.qdq import (
     dequantized_from,
@@ -42,6 +46,7 @@ from qconvert.ir.qdq import (
     params_out,
 )
 from qconvert.ops import Rule, float_operands, row
+from qconvert.ops.recipes_seq import LSTM_INTERMEDIATE_NAMES
 from qconvert.quant import bias_params
 
 
@@ -378,6 +383,37 @@ def _free(graph: Graph, node: Node, ctx: Context) -> Touched | None:
     return []
 
 
+def _stateful(graph: Graph, node: Node, ctx: Context) -> Touched | None:
+    r = row(node.op)
+    px, py = params_in(graph, node.inputs[0]), params_out(graph, node.outputs[0])
+    if px is None or py is None:
+        return None  # retried when a neighbour gets parameters
+    ranges = node.attrs.get("_state_ranges", {})
+    if any(s not in ranges for s in r.state_slots) or "output" not in ranges:  # type: ignore[union-attr]
+        raise ConversionError(f"{node.op} '{node.name}': its states have no recorded range; an LSTM is "
+                              "quantized after calibration (--calibration-data)")
+    weights = {s: graph.const(n) for s, n in enumerate(node.inputs) if n and s > 0 and graph.is_const(n)}
+    consts, states, intermediates = r.state_params(  # type: ignore[union-attr]
+        px[0], py[0], weights, ranges, ctx.legacy_float_scale)
+    for slot, params in consts.items():
+        insert_qdq_on_edge(graph, node, slot, params, Origin.BIAS if params.dtype == "int32" else Origin.WEIGHT_VALUES)
+    for slot, params in states.items():
+        t = graph.tensors[node.inputs[slot]]
+        t.dtype, t.quant = params.dtype, params
+        if params.dtype == "int16" and params.scale[0] < 2.0 ** -15:
+            ctx.note(f"{node.op} '{node.name}': cell state scale 2^{int(np.log2(params.scale[0]))} (its calibrated "
+                     f"range stays within ±0.5), as TensorFlow writes it; LiteRT's integer LSTM computes wrong "
+                     f"values below 2^-15 (TFLite Micro's does not): see `qconvert check`")
+    names = []
+    for base, params in zip(LSTM_INTERMEDIATE_NAMES, intermediates):
+        name = graph.unique_name(base)
+        graph.add_tensor(Tensor(name, "float32" if params is None else params.dtype, (0,), None, params))
+        names.append(name)
+    node.attrs["_intermediates"] = names
+    node.attrs.pop("_state_ranges", None)
+    return []
+
+
 _HANDLERS = {Rule.WEIGHTED: _weighted, Rule.FIXED: _fixed, Rule.SAME_SCALE: _same_scale, Rule.FREE: _free}
 
 
@@ -392,6 +428,8 @@ def propagate_quant_params(graph: Graph, ctx: Context) -> bool:
     """
     def handler(node: Node):  # type: ignore[no-untyped-def]
         r = row(node.op)
+        if r is not None and r.state_params is not None:
+            return _stateful
         return _HANDLERS.get(r.rule) if r is not None else None
 
     before = len(graph.tensors)

@@ -38,6 +38,8 @@ def check_quantizable(graph: Graph, ctx: Context) -> bool:
         if r.rule is Rule.QUANT:
             continue
         for name in node.inputs:
+            if not name:  # an absent optional operand
+                continue
             prod = graph.producer(name)
             if graph.tensors[name].dtype == "float32" and not is_dequantize(prod):
                 missing.setdefault(name, []).append(node)

@@ -33,11 +33,13 @@ def _operand(graph: Graph, name: str) -> Operand | None:
 
 
 def _operands(graph: Graph, node: Node) -> tuple[list[Operand | None], Operand]:
-    return [_operand(graph, i) for i in node.inputs], _operand(graph, node.outputs[0])  # type: ignore[return-value]
+    # an LSTM's intermediates follow its inputs, as the runtime reads them from the file
+    names = [*node.inputs, *node.attrs.get("_intermediates", ())]
+    return [_operand(graph, i) for i in names], _operand(graph, node.outputs[0])  # type: ignore[return-value]
 
 
 def _is_float(graph: Graph, ctx: Context, node: Node) -> bool:
-    return node in ctx.float_ops or any(graph.tensors[t].dtype == "float32" for t in node.inputs + node.outputs)
+    return node in ctx.float_ops or any(t and graph.tensors[t].dtype == "float32" for t in node.inputs + node.outputs)
 
 
 def assign_versions(graph: Graph, ctx: Context) -> bool:
@@ -104,7 +106,7 @@ def check_int8(graph: Graph, ctx: Context) -> bool:
         if not (n in ctx.float_ops or ctx.allow_float and (is_quantize(n) or is_dequantize(n))
                 or _borders_float(graph, ctx, n))
         for t in n.inputs + n.outputs
-        if graph.tensors[t].dtype == "float32" and not _float_boundary(graph, n, t)
+        if t and graph.tensors[t].dtype == "float32" and not _float_boundary(graph, n, t)
     ]
     if floats:
         raise ConversionError(f"float tensors left after quantization: {'; '.join(floats[:10])}")

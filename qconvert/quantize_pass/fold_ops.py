@@ -31,6 +31,8 @@ def fold_quantized_ops(graph: Graph, ctx: Context) -> bool:
         if r is None or r.rule is Rule.QUANT or node in ctx.float_ops:
             continue
         for slot, name in enumerate(node.inputs):
+            if not name:  # an absent optional operand (an LSTM's peepholes)
+                continue
             prod = graph.producer(name)
             if is_dequantize(prod):
                 node.inputs[slot] = prod.inputs[0]  # type: ignore[union-attr]

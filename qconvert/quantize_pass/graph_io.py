@@ -120,6 +120,8 @@ def rename_tensors(graph: Graph, mapping: dict[str, str]) -> None:
     for node in graph.nodes:
         node.inputs = [mapping.get(i, i) for i in node.inputs]
         node.outputs = [mapping.get(o, o) for o in node.outputs]
+        if "_intermediates" in node.attrs:
+            node.attrs["_intermediates"] = [mapping.get(t, t) for t in node.attrs["_intermediates"]]
     graph.inputs = [mapping.get(i, i) for i in graph.inputs]
     graph.outputs = [mapping.get(o, o) for o in graph.outputs]
 

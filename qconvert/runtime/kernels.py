@@ -511,6 +511,11 @@ def transpose(call: OpCall) -> np.ndarray:
     return np.transpose(call.inputs[0], [int(v) for v in call.inputs[1]])
 
 
+def reverse_v2(call: OpCall) -> np.ndarray:
+    x = call.inputs[0]
+    return np.flip(x, tuple(int(a) % x.ndim for a in np.asarray(call.inputs[1]).reshape(-1)))
+
+
 def pad(call: OpCall) -> np.ndarray:
     pads = call.inputs[1].astype(I64).tolist()
     fill = call.output_zp if len(call.inputs) < 3 or call.inputs[2] is None else int(call.inputs[2].reshape(-1)[0])
@@ -616,6 +621,7 @@ KERNELS: dict[str, Callable[[OpCall], np.ndarray]] = {
     "SQUEEZE": reshape,
     "CONCATENATION": concatenation,
     "TRANSPOSE": transpose,
+    "REVERSE_V2": reverse_v2,
     "BATCH_MATMUL": batch_matmul,
     "TILE": tile,  # any element type (the row's any_type)
     "CAST": cast,  # between bool, integers and floats (the row's any_type)

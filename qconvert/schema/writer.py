@@ -478,7 +478,7 @@ def _tensor_order(graph: Graph) -> list[str]:
     for name in graph.inputs:
         seen.setdefault(name)
     for node in graph.nodes:
-        for name in (*node.inputs, *node.outputs):
+        for name in (*node.inputs, *node.outputs, *node.attrs.get("_intermediates", ())):
             if name:
                 seen.setdefault(name)
     for name in graph.outputs:
@@ -520,6 +520,7 @@ def _tensors(graph: Graph, buffers: list[schema.BufferT]) -> tuple[list[Any], di
             ft.shape = np.array(shape, dtype="<i4")
             ft.hasRank = True
         ft.quantization = _blockwise(t, index) if t.blockwise is not None else _quantization(t, shape)
+        ft.isVariable = t.variable
         if t.data is not None:
             ft.buffer = len(buffers)
             buffers.append(_buffer(_constant_bytes(t, shape if shape is not None else ())))
@@ -563,6 +564,8 @@ def _operator(node: Node, opcode_index: int, index: dict[str, int]) -> schema.Op
     fo.opcodeIndex = opcode_index
     fo.inputs = np.array([index[i] if i else -1 for i in node.inputs], dtype="<i4")
     fo.outputs = np.array([index[o] for o in node.outputs], dtype="<i4")
+    if node.attrs.get("_intermediates"):  # LSTM: tensors that carry only quantization parameters
+        fo.intermediates = np.array([index[t] for t in node.attrs["_intermediates"]], dtype="<i4")
     if _custom_code(node) is not None:
         try:
             fo.customOptions = np.frombuffer(flexbuffer.encode(node.attrs.get("custom_options", ())), np.uint8)

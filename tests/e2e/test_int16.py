@@ -177,6 +177,7 @@ ONE_OP = {
     "BATCH_MATMUL": lambda x: tf.linalg.matmul(x, x, transpose_b=True),  # v2 as in int8 (TF 2.21)
     "SPLIT": lambda x: tf.concat(tf.split(x, 2, axis=3)[::-1], 3),
     "GATHER": lambda x: tf.gather(x, [3, 1, 2, 0], axis=3),
+    "REVERSE_V2": lambda x: tf.reverse(x, [1]),  # v3 as in int8 (TF 2.21)
     "REDUCE_MAX": lambda x: tf.reduce_max(x, axis=[1, 2]),
     "RSQRT": lambda x: tf.math.rsqrt(tf.nn.relu(x) + 1.0),
     "ABS": lambda x: tf.abs(x - tf.constant(_C)),  # TF 2.21 writes ABS v2 in 16x8 too

@@ -104,7 +104,8 @@ def _expected_requant(sg: Any, op: Any) -> dict[str, Any]:
     ValueError when it cannot be computed."""
     if not op.outputs:
         raise ValueError("output 0 is missing")
-    rec = requant(op.builtin, [_operand(sg, i) for i in op.inputs], _operand(sg, op.outputs[0]),
+    # an LSTM's intermediates follow its inputs (their parameters feed its Prepare)
+    rec = requant(op.builtin, [_operand(sg, i) for i in [*op.inputs, *op.intermediates]], _operand(sg, op.outputs[0]),
                   op.options)
     return (rec or Requant(0, op.builtin, -128, 127, 0)).fields()
 
