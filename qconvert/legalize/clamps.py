@@ -31,6 +31,17 @@ def _bound(graph: Graph, node: Node) -> tuple[str, float] | None:
     return None
 
 
+def _inner_of_a_pair(graph: Graph, node: Node) -> bool:
+    """``node`` (a Maximum(x, 0)) is the inner op of a clamp its sole reader completes
+    (``Minimum(Maximum(x, 0), 6)``, visited after it): the pair becomes one RELU6, not RELU then
+    MINIMUM (measured on TF 2.21: ``x * min(max(x + 3, 0), 6) / 6`` is one HARD_SWISH)."""
+    readers = graph.consumers(node.outputs[0])
+    if len(readers) != 1 or readers[0].op != "Minimum" or node.outputs[0] in graph.outputs:
+        return False
+    rb = _bound(graph, readers[0])
+    return rb is not None and rb[0] == node.outputs[0] and (0.0, rb[1]) in _PAIRS
+
+
 def legalize_clamps(graph: Graph, ctx: Context) -> bool:
     dead = []
     changed = False
@@ -51,7 +62,7 @@ def legalize_clamps(graph: Graph, ctx: Context) -> bool:
                 dead.append(inner)
                 changed = True
                 continue
-        if outer.op == "Maximum" and ob[1] == 0.0:
+        if outer.op == "Maximum" and ob[1] == 0.0 and not _inner_of_a_pair(graph, outer):
             outer.op, outer.inputs, outer.attrs = "RELU", [ob[0]], {}
             changed = True
     graph.remove_nodes(dead)

@@ -98,6 +98,28 @@ def test_hard_swish_spellings_as_tensorflow(spelling: str, monkeypatch: pytest.M
     assert oracle.op_names(ours) == oracle.op_names(theirs)
 
 
+# the clamp written with Minimum/Maximum instead of relu6 (both orders): TensorFlow fuses both into one
+# HARD_SWISH, and a standalone min(max(x, 0), 6) is one RELU6 (measured); qconvert turned the inner
+# Maximum(x, 0) into a RELU first and kept ADD, MINIMUM, MUL for the first
+CLAMPS = {
+    "min(max(x+3,0),6)": lambda y: y * tf.minimum(tf.maximum(y + 3.0, 0.0), 6.0) / 6.0,
+    "max(min(x+3,6),0)": lambda y: y * tf.maximum(tf.minimum(y + 3.0, 6.0), 0.0) / 6.0,
+    "min(max(x,0),6) alone": lambda y: tf.minimum(tf.maximum(y, 0.0), 6.0),
+}
+
+
+@pytest.mark.parametrize("spelling", sorted(CLAMPS))
+def test_clamp_spellings_as_tensorflow(spelling: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import oracle
+
+    def fn(x: Any) -> Any:
+        return tf.nn.conv2d(CLAMPS[spelling](tf.nn.conv2d(x, W1, 1, "SAME")), W2, 1, "SAME")
+
+    ours, theirs = _ptq_against_tensorflow(fn, monkeypatch)
+    assert "MINIMUM" not in oracle.op_names(theirs)  # the measurement the comment above records
+    assert oracle.op_names(ours) == oracle.op_names(theirs)
+
+
 def test_hard_swish_with_the_constant_first_in_the_add(monkeypatch: pytest.MonkeyPatch) -> None:
     import oracle
 
