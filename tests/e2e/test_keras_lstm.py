@@ -40,7 +40,6 @@ import oracle  # noqa: E402
 
 from qconvert.api import convert_graph  # noqa: E402
 from qconvert.errors import ConversionError  # noqa: E402
-from qconvert.runtime.interpreter import IntegerModel  # noqa: E402
 
 STEPS, FEATURES = 16, 8
 INPUT = "frames"
@@ -147,21 +146,6 @@ def _structure(tflite: bytes) -> list[tuple]:
     return ops
 
 
-def _assert_run_equals_litert(tflite: bytes, n: int = 4) -> None:
-    """``qconvert run`` gives LiteRT REF's outputs on random int8 inputs (a fresh state each run)."""
-    rng = np.random.default_rng(5)
-    for _ in range(n):
-        feeds = {}
-        for d in oracle.io_details(tflite)["inputs"]:
-            info = np.iinfo(np.dtype(d["dtype"]))
-            feeds[d["name"]] = rng.integers(info.min, info.max + 1, d["shape"]).astype(d["dtype"])
-        expected = oracle.run_litert(tflite, feeds)
-        got = list(IntegerModel(tflite).run(feeds).values())
-        assert len(got) == len(expected)
-        for a, b in zip(got, expected):
-            np.testing.assert_array_equal(np.asarray(a), b)
-
-
 # A Bidirectional layer's LSTM outputs take the concatenation's parameters. TensorFlow 2.21 still gives
 # each LSTM's output state and hidden intermediate their own recorded ranges, though the integer kernel
 # writes the output in the hidden value's parameters and copies the state's bytes to the output; and it
@@ -210,7 +194,7 @@ def _assert_bit_exact(ours_from: Path, tf_from: Path, samples: np.ndarray, lstms
             assert x[part] == y[part], f"{x[0]} operands differ"
     report = oracle.compare_ptq(ours, theirs, feeds, list(feeds))
     assert report.max_lsb == 0, report
-    _assert_run_equals_litert(ours)
+    oracle.assert_run_equals_litert(ours, n=4)
     _assert_dump_recomputes_the_records(ours, tmp_path)
 
 
