@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from qconvert.ir import Graph, Node
+from qconvert.ir.digest import value_digest
 from qconvert.ir.passes import Context
 
 
@@ -41,7 +42,8 @@ def _frozen(value: Any) -> Any:
 
 def _const_names(graph: Graph) -> dict[str, str]:
     """Each float32 constant equal to an earlier one (shape, bytes, parameters) → that one's name.
-    Only constants sharing a shape with another are hashed."""
+    Only constants sharing a shape with another are digested (a digest, not a copy of the bytes:
+    ResNet50 has tens of MB of weights of a shared shape)."""
     groups: dict[tuple, list[str]] = {}
     for name, t in graph.tensors.items():
         if t.data is not None and t.dtype == "float32":
@@ -53,7 +55,7 @@ def _const_names(graph: Graph) -> dict[str, str]:
         first: dict[tuple, str] = {}
         for name in names:
             t = graph.tensors[name]
-            kept = first.setdefault((t.data.tobytes(), t.quant, t.blockwise), name)
+            kept = first.setdefault((value_digest(np.asarray(t.data)), t.quant, t.blockwise), name)
             if kept != name:
                 same[name] = kept
     return same

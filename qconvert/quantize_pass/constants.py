@@ -24,6 +24,7 @@ import numpy as np
 
 from qconvert.errors import ConversionError
 from qconvert.ir import Graph, Node
+from qconvert.ir.digest import value_digest
 from qconvert.ir.passes import Context
 from qconvert.ir.qdq import is_dequantize, is_quantize
 from qconvert.ops import Rule, row
@@ -38,7 +39,6 @@ from qconvert.quant import (
     quantize_weights_16x8,
     round_half_away_array,
 )
-from qconvert.quantize_pass.share import float_digest
 
 
 def quantize_constants(graph: Graph, ctx: Context) -> bool:
@@ -77,7 +77,7 @@ def quantize_constants(graph: Graph, ctx: Context) -> bool:
                 out.data = (quantize_array_legacy if ctx.legacy_float_scale else quantize_array)(value, params)
         out.dtype = params.dtype if params.dtype == "int4" else out.data.dtype.name
         if params.dtype not in ("int32", "int64"):  # a bias stays one per reader, as in TF (share.py)
-            out.source = float_digest(value)  # equal float constants quantized alike are stored once
+            out.source = value_digest(value)  # equal float constants quantized alike are stored once
         dead.append(node)
     graph.remove_nodes(dead)
     return bool(dead)

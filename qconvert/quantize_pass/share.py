@@ -32,19 +32,9 @@ from __future__ import annotations
 import numpy as np
 
 from qconvert.ir import Graph
+from qconvert.ir.digest import value_digest
 from qconvert.ir.passes import Context
 from qconvert.ops import row
-
-
-def float_digest(value: np.ndarray) -> bytes:
-    """What identifies a float constant: its dtype, shape and bytes."""
-    import hashlib  # here: OpenSSL's start-up cost only for conversions that quantize constants
-
-    value = np.ascontiguousarray(value)
-    h = hashlib.blake2b(digest_size=16)
-    h.update(f"{value.dtype.name}{value.shape}".encode())
-    h.update(value.tobytes())
-    return h.digest()
 
 
 def share_constants(graph: Graph, ctx: Context) -> bool:
@@ -62,7 +52,7 @@ def share_constants(graph: Graph, ctx: Context) -> bool:
 
     def digest(name: str) -> bytes:
         if name not in digests:
-            digests[name] = float_digest(np.asarray(graph.tensors[name].data))
+            digests[name] = value_digest(np.asarray(graph.tensors[name].data))
         return digests[name]
 
     for node in graph.nodes:
