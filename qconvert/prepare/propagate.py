@@ -67,6 +67,13 @@ def weight_params(value: np.ndarray, axis: int | None, num_bits: int = 8) -> Qua
                                              num_bits=num_bits)
 
 
+def _toco_16x8(ctx: Context) -> bool:
+    """TensorFlow 2.21 quantizes the weights of a 16x8 post-training conversion with its older
+    quantizer (TOCO's ``quantize_model``), whose scales and bias adjustment differ from the int8
+    quantizer's on tiny and dead channels."""
+    return ctx.activation_bits == 16 and ctx.legacy_float_scale
+
+
 def _weight_bits(node: Node, ctx: Context) -> int:
     """4 for ``--weights int4`` on an op whose INT4 version LiteRT's reference kernels run (CONV_2D,
     FULLY_CONNECTED; DEPTHWISE_CONV_2D v7 only in its default kernels, so depthwise stays int8)."""
@@ -158,8 +165,10 @@ def _weighted(graph: Graph, node: Node, ctx: Context) -> Touched | None:
         _uint8_weights(graph, node, w)
         w = node.inputs[ws]
     if params_in(graph, w) is None and graph.is_const(w):
-        insert_qdq_on_edge(graph, node, ws, weight_params(graph.const(w), _weight_axis(node, ctx),
-                                                          _weight_bits(node, ctx)), Origin.WEIGHT_VALUES)
+        bits, axis = _weight_bits(node, ctx), _weight_axis(node, ctx)
+        params = qm.weight_params_16x8(graph.const(w), axis) if bits == 8 and _toco_16x8(ctx) else \
+            weight_params(graph.const(w), axis, bits)
+        insert_qdq_on_edge(graph, node, ws, params, Origin.WEIGHT_VALUES)
     elif ctx.options.precision.per_tensor_weights:
         _refuse_per_channel(graph, node, w, "which --per-tensor-weights cannot change without leaving the trained "
                             "grid (TensorFlow ignores the option on QAT graphs)", "drop --per-tensor-weights")
@@ -176,14 +185,17 @@ def _weighted(graph: Graph, node: Node, ctx: Context) -> Touched | None:
         # a FakeQuant'd kernel keeps its grid: only an all-zero channel may change scale (its
         # integers stay 0), which TensorFlow does not do (it saturates the bias silently)
         free = None if from_values else _zero_channels(graph.const(wq[0].inputs[0]), pw[0])
-        # int64 biases (16x8) have room: TensorFlow adjusts only int32 ones
-        adjusted = None if bias.dtype == "int64" else \
-            _bias_fit(graph.const(b), bias, px[0], pw[0], ctx.legacy_float_scale, free)
+        if bias.dtype == "int64":  # 16x8: TOCO's rule, on weights whose scales are TOCO's
+            new_w = qm.adjust_weights_for_bias_16x8(graph.const(b), px[0].scale[0], pw[0]) if from_values else None
+            adjusted = None if new_w is None else (bias_params(px[0], new_w, ctx.legacy_float_scale), new_w)
+        else:
+            adjusted = _bias_fit(graph.const(b), bias, px[0], pw[0], ctx.legacy_float_scale, free)
         if adjusted is not None:
             bias, new_w = adjusted
             graph.tensors[wq[0].outputs[0]].quant = new_w
             n = sum(a != c for a, c in zip(new_w.scale, pw[0].scale))
-            ctx.note(f"{node.op} '{node.name}': bias '{b}' would overflow int32 at scale input×weight; the weight "
+            limit = "reach 2^30 (TensorFlow's 16x8 limit)" if bias.dtype == "int64" else "overflow int32"
+            ctx.note(f"{node.op} '{node.name}': bias '{b}' would {limit} at scale input×weight; the weight "
                      f"scale of {n} channel(s) is enlarged so it fits, as TensorFlow does" if from_values else
                      f"{node.op} '{node.name}': {n} weight channel(s) are all zero and their bias overflows int32 at "
                      f"the FakeQuant's scale: their weight scale is enlarged so the bias is exact (the integer "

@@ -9,7 +9,7 @@ Every function names the upstream file its formula comes from (paths in
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
@@ -41,6 +41,9 @@ class QuantParams:
     qmin: int = -128
     qmax: int = 127
     dtype: str = "int8"
+    # 16x8 weights from their values (:func:`weight_params_16x8`): the float32 half range each
+    # scale was divided from, which the int8 values are quantized with (127 / half range)
+    half_range: tuple[float, ...] | None = field(default=None, compare=False)
 
     @property
     def per_channel(self) -> bool:
@@ -365,6 +368,66 @@ def quantize_array_legacy(x: np.ndarray, params: QuantParams) -> np.ndarray:
     return quantize_array(x, params)
 
 
+def weight_params_16x8(value: np.ndarray, axis: int | None) -> QuantParams:
+    """Symmetric int8 weights as TensorFlow 2.21's 16x8 post-training quantizer (TOCO's
+    ``GetSymmetricScalesFromMaxMin`` / ``SymmetricPerChannelQuantization``) gives them: per
+    channel the float32 half range max|w|, scale = half range / 127 in float32, and no widening
+    of a tiny range (an all-zero channel gets scale 0; measured: a channel with max|w| 6e-10 gets
+    4.74e-12 where the int8 quantizer widens it to 5e-7 / 127). One scale (``axis`` None): a
+    zero tensor gets scale 1 (``SymmetricQuantizeFloats``)."""
+    v = np.asarray(value, dtype=np.float32)
+    if axis is None:
+        halves = np.asarray([np.abs(v).max() if v.size else 0.0], np.float32)
+    else:
+        moved = np.moveaxis(v, axis, 0).reshape(v.shape[axis], -1)
+        halves = np.abs(moved).max(axis=1) if moved.size else np.zeros(v.shape[axis], np.float32)
+    scales = (halves / np.float32(127)).astype(np.float32)
+    if axis is None and halves[0] == 0:
+        scales = np.ones(1, np.float32)
+    n = len(scales)
+    return QuantParams(scale=tuple(float(x) for x in scales), zero_point=(0,) * n, axis=axis, qmin=-127, qmax=127,
+                       dtype="int8", half_range=tuple(float(x) for x in halves))
+
+
+_TOCO_BIAS_LIMIT = 2147483647  # AdjustWeightsForBiasScale's kScale (INT32_MAX, even for 16x8's int64 biases)
+
+
+def adjust_weights_for_bias_16x8(bias: np.ndarray, input_scale: float, w: QuantParams) -> QuantParams | None:
+    """TOCO's ``AdjustWeightsForBiasScale`` (tensorflow/lite/tools/optimize/quantization_utils.cc),
+    which TensorFlow 2.21's 16x8 quantizer runs before it quantizes a weight: where
+    ``|bias| ≥ 0.5 · input scale · weight scale · INT32_MAX`` (in double) the channel's half range
+    becomes ``2·|bias| / INT32_MAX · (127 / input scale)`` (the last factor in float32), stored in
+    float32; per tensor, the largest |bias| decides (its ratio to INT32_MAX taken in float32).
+    Measured on TF 2.21: a dead channel (weights 0, bias 0.01, input scale 3.05e-5) gets weight
+    scale 3.05e-7 and the int64 bias 2^30. Returns the new weight parameters, or None."""
+    if w.half_range is None:
+        return None
+    b = np.abs(np.asarray(bias, np.float32).reshape(-1))
+    f_in = np.float32(input_scale)
+    factor = float(np.float32(127) / f_in)  # int8 127 / float input scale: a float division
+    halves, scales = list(w.half_range), list(w.scale)
+    if w.axis is None:
+        top = np.float32(b.max()) if b.size else np.float32(0)
+        if float(top / np.float32(_TOCO_BIAS_LIMIT)) < 0.5 * float(f_in) * scales[0]:
+            return None
+        halves[0] = float(np.float32(2.0 * float(top) / _TOCO_BIAS_LIMIT * factor))
+        scales[0] = float(np.float32(halves[0]) / np.float32(127))
+        return QuantParams(scale=tuple(scales), zero_point=w.zero_point, axis=None, qmin=w.qmin, qmax=w.qmax,
+                           dtype=w.dtype, half_range=tuple(halves))
+    if b.size != len(scales):
+        return None
+    changed = False
+    for i, m in enumerate(b.astype(np.float64)):
+        if m >= 0.5 * float(f_in) * scales[i] * _TOCO_BIAS_LIMIT:
+            halves[i] = float(np.float32(2.0 * m / _TOCO_BIAS_LIMIT * factor))
+            scales[i] = float(np.float32(halves[i]) / np.float32(127))
+            changed = True
+    if not changed:
+        return None
+    return QuantParams(scale=tuple(scales), zero_point=w.zero_point, axis=w.axis, qmin=w.qmin, qmax=w.qmax,
+                       dtype=w.dtype, half_range=tuple(halves))
+
+
 def quantize_weights_16x8(x: np.ndarray, params: QuantParams) -> np.ndarray:
     """Symmetric int8 weights as TensorFlow's 16x8 post-training quantizer writes them: per
     channel (or per tensor) the float32 factor ``127 / max|w|``, the float32 product, rounded
@@ -375,6 +438,8 @@ def quantize_weights_16x8(x: np.ndarray, params: QuantParams) -> np.ndarray:
     axis = params.axis
     moved = np.moveaxis(xf, axis, 0).reshape(xf.shape[axis], -1) if axis is not None else xf.reshape(1, -1)
     m = np.abs(moved).max(axis=1) if moved.size else np.zeros(moved.shape[0], np.float32)
+    if params.half_range is not None and len(params.half_range) == len(m):  # adjusted for the bias
+        m = np.asarray(params.half_range, np.float32)
     with np.errstate(divide="ignore", invalid="ignore"):
         inv = np.where(m > 0, np.float32(params.qmax) / np.where(m > 0, m, np.float32(1)), np.float32(0))
     inv = inv.astype(np.float32)
@@ -448,10 +513,17 @@ def value_range_params_per_channel(
     mins: Sequence[float], maxs: Sequence[float], narrow_range: bool = True, axis: int = 0, num_bits: int = 8
 ) -> QuantParams:
     """Per-axis :func:`value_range_params` (``GetUniformQuantizedPerAxisTypeForWeight``)."""
-    per = [value_range_params(a, b, narrow_range, num_bits=num_bits) for a, b in zip(mins, maxs)]
     qmin, qmax = _storage_range(num_bits, narrow_range, signed=True)
+    # the scalar function's double operations, element by element (a channel loop in Python
+    # took a tenth of a small transformer's conversion)
+    lo = np.minimum(np.asarray(mins, dtype=np.float64), 0.0)
+    hi = np.maximum(np.asarray(maxs, dtype=np.float64), 0.0)
+    small = ~(hi - lo > _NEAR_ZERO_TOLERANCE)
+    lo = np.where(small, np.minimum(lo, -_SMALLEST_HALF_RANGE), lo)
+    hi = np.where(small, np.maximum(hi, _SMALLEST_HALF_RANGE), hi)
+    scales, zps = _nudged_scale_and_zero_point_array(qmin, qmax, lo, hi)
     return QuantParams(
-        scale=tuple(p.scale[0] for p in per), zero_point=tuple(p.zero_point[0] for p in per),
+        scale=tuple(scales.tolist()), zero_point=tuple(zps.tolist()),
         axis=axis, qmin=qmin, qmax=qmax, dtype=storage_dtype(num_bits),
     )
 

@@ -165,3 +165,53 @@ def test_a_fakequant_kernel_whose_live_channel_bias_overflows_is_refused() -> No
     assert min(theirs[2]) == -(2**31), "TensorFlow no longer saturates: revisit the rule"
     with pytest.raises(ConversionError, match=r"bias '.*' of CONV_2D .* does not fit int32: channel 1 is -1.25"):
         convert_graph(pb, inputs=["input"], outputs=["out"])
+
+
+# 16x8: TensorFlow 2.21 quantizes the weights with its older quantizer (TOCO's quantize_model):
+# scale max|w| / 127 in float32 without widening a tiny range (an all-zero channel gets scale 0),
+# and AdjustWeightsForBiasScale where |bias| >= 0.5 · input scale · weight scale · INT32_MAX
+def _channels_16x8_graph(dense: bool) -> tuple[bytes, list[int]]:
+    rng = np.random.default_rng(3)
+    g = tf.Graph()
+    with g.as_default():
+        if dense:
+            shape = [1, 6]
+            w = rng.normal(0, 0.3, (6, 5)).astype(np.float32)
+            w[:, 1] = 0  # dead, bias 0.2: its scale follows from the bias
+            w[:, 2] *= 1e-9  # tiny, bias 0: scale max|w| / 127 (the int8 quantizer widens it to 5e-7 / 127)
+            w[:, 4] = 0  # dead, bias 0: scale 0
+            x = tf.compat.v1.placeholder(tf.float32, shape, name="x")
+            y = tf.matmul(x, tf.constant(w)) + tf.constant(np.array([0.1, 0.2, 0, 0.1, 0], np.float32))
+        else:
+            shape = [1, 4, 4, 4]
+            w = rng.normal(0, 0.3, (1, 1, 4, 6)).astype(np.float32)
+            w[..., 1] *= 2e-9
+            w[..., 2] = 0
+            w[..., 3] *= 1e-6  # small weights, bias 0.01: scale enlarged, integers 0..2
+            w[..., 5] = 0
+            x = tf.compat.v1.placeholder(tf.float32, shape, name="x")
+            y = tf.nn.relu(tf.nn.bias_add(tf.nn.conv2d(x, tf.constant(w), 1, "SAME"),
+                                          tf.constant(np.array([0.01, 0, 0.01, 0.01, 0.01, 0], np.float32))))
+        tf.identity(y, name="out")
+    return g.as_graph_def().SerializeToString(), shape
+
+
+@pytest.mark.parametrize("per_tensor", [False, True], ids=["per_channel", "per_tensor"])
+@pytest.mark.parametrize("dense", [False, True], ids=["conv", "dense"])
+def test_16x8_weight_scales_are_tensorflows_on_tiny_and_dead_channels(dense: bool, per_tensor: bool) -> None:
+    import oracle
+
+    pb, shape = _channels_16x8_graph(dense)
+    model = oracle.FloatGraph(pb, ["x"], ["out"], {"x": shape})
+    samples = {"x": np.random.default_rng(1).uniform(-1, 1, (4, *shape[1:])).astype(np.float32)}
+    theirs = oracle.tf_ptq_convert(model, samples, int16=True, per_tensor=per_tensor)
+    w_scales = _affine(theirs)[1]
+    if not per_tensor:  # what the case is about, in TensorFlow's file: a zero scale, a tiny one, enlarged ones
+        assert 0.0 in w_scales and min(s for s in w_scales if s) < 1e-10, w_scales
+    ours = convert_graph(pb, inputs=["x"], outputs=["out"], calibration_data=samples, activations="int16",
+                         per_tensor_weights=per_tensor).model
+    report = oracle.compare_ptq(ours, theirs, samples, ["x"])
+    assert report.weights == 1 and report.biases == 1 and not report.unpaired, report
+    assert not report.weight_diffs and not report.bias_diffs, report
+    assert report.max_lsb == 0, report
+    oracle.assert_run_equals_litert(ours)
