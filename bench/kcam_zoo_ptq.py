@@ -132,7 +132,8 @@ def _errors(pb: bytes, files: dict[str, bytes | None], xs: np.ndarray) -> dict[s
         got = []
         for k in range(len(xs)):
             si, zi = i["quantization"]
-            q = np.clip(np.round(xs[k:k + 1] / si + zi), -128, 127).astype(i["dtype"]) if si else xs[k:k + 1]
+            info = np.iinfo(i["dtype"]) if si else None
+            q = np.clip(np.round(xs[k:k + 1] / si + zi), info.min, info.max).astype(i["dtype"]) if si else xs[k:k + 1]
             interp.set_tensor(i["index"], q)
             interp.invoke()
             so, zo = o["quantization"]

@@ -163,6 +163,13 @@ def gelu(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> Par
     return {"table": qm.activation_table(transform, x.s, x.zp, out.s, out.zp), "clamp": (-128, 127)}
 
 
+def gelu16(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> Parts:
+    """GELU int16: LiteRT's kernel builds its 513-entry table from the two scales in Prepare
+    (``qm.activation_table16``), as ``run`` does; the record holds the clamp only."""
+    _zero_points_zero(ins, out)
+    return {"clamp": (-32768, 32767)}
+
+
 def softmax(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> Parts:
     beta = options.get("beta")
     return {"pairs": [qm.softmax_requant(_input(ins, 0).s, 1.0 if beta is None else float(beta))]}

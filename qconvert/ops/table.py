@@ -219,7 +219,7 @@ TABLE: dict[str, OpRow] = dict([
     _row("RSQRT", Rule.FREE, 2, form16=Form16.WRITTEN, kernel=fk.rsqrt, requant=r.rsqrt),
     _row("ABS", Rule.FREE, 2, kernel=fk.abs_, requant=r.abs_),  # int16 (16x8): v2 too (TF 2.21)
     # fused from 0.5·x·erfc(-x/√2) (legalize/gelu.py)
-    _row("GELU", Rule.FREE, 2, form16=Form16.WRITTEN, kernel=fk.gelu, requant=r.gelu),
+    _row("GELU", Rule.FREE, 2, form16=Form16.RUN, kernel=fk.gelu, requant=r.gelu, requant16=r.gelu16),
     _row("MAXIMUM", Rule.SAME_SCALE, 2, uint8=True, kernel=fk.maximum, folds=True),
     _row("MINIMUM", Rule.SAME_SCALE, 2, uint8=True, kernel=fk.minimum, folds=True),
     _row("AVERAGE_POOL_2D", Rule.SAME_SCALE, 2, uint8=True, kernel=fk.average_pool_2d),

@@ -304,6 +304,39 @@ def activation_table(transform: Callable[[np.ndarray], np.ndarray], in_scale: fl
     return [int(v) for v in table.astype(np.uint8).view(np.int8)]
 
 
+def activation_table16(transform: Callable[[np.ndarray], np.ndarray], in_scale: float, in_zp: int,
+                       out_scale: float, out_zp: int) -> list[int]:
+    """The 513-entry int16 interpolation table LiteRT's int16 kernels build for an element-wise
+    function (``LUTPopulate<int16_t>`` with a float transform: ``LUTPopulateInt16<float>``,
+    lite/kernels/internal/common.h), all in float32: the input range ``in_scale·(±32767 - zp)``
+    cut in 512 steps; each entry the sample ``round(f(x_i)·k)`` (``k = 65536 / (out_max -
+    out_min)``) less half the rounded error of the linear interpolation at the step's midpoint;
+    entry 512 the end point; clamped to int16. ``transform`` takes float32 arrays (GELU's
+    ``gelu_float32``). Rounding is ``std::round`` on float (half away from zero)."""
+    f = np.float32
+    in_min = f(in_scale) * f(-32768 - int(in_zp))
+    in_max = f(in_scale) * f(32767 - int(in_zp))
+    out_min = f(out_scale) * f(-32768 - int(out_zp))
+    out_max = f(out_scale) * f(32767 - int(out_zp))
+    step = f((in_max - in_min) / f(512))
+    half = f(step / f(2))
+    k = f(f(65536) / f(out_max - out_min))
+    i = np.arange(512, dtype=f)
+    at = (in_min + (i * step).astype(f)).astype(f)
+    with np.errstate(over="ignore", invalid="ignore"):
+        val = np.asarray(transform(at), f)
+        mid = np.asarray(transform((at + half).astype(f)), f)
+        nxt = np.asarray(transform((in_min + ((i + f(1)) * step).astype(f)).astype(f)), f)
+        end = np.asarray(transform(np.asarray([in_max], f)), f)
+        rnd = lambda v: round_half_away_array(np.asarray(v, f))  # noqa: E731
+        sample = rnd(val * k)
+        interp = rnd(((nxt * k).astype(f) + sample).astype(f) / f(2))
+        bias = rnd((interp - rnd(mid * k)).astype(f) / f(2))
+        body = np.clip((sample - bias).astype(np.float64), -32768, 32767)
+        last = np.clip(rnd(end * k).astype(np.float64), -32768, 32767)
+    return [int(v) for v in np.concatenate([body, last])]
+
+
 def _sat_shift_left(raw: int, exponent: int) -> int:
     """gemmlowp SaturatingRoundingMultiplyByPOT for exponent > 0: ``raw << exponent``, saturated."""
     threshold = (1 << (31 - exponent)) - 1

@@ -589,6 +589,13 @@ def tanh(call: OpCall) -> np.ndarray:
     return transcendental.tanh(call)
 
 
+def gelu(call: OpCall) -> np.ndarray:
+    if call.int16:
+        return transcendental16.gelu16(call.inputs[0], call.input_scales[0], call.output_scale,
+                                       bool(call.options.get("approximate", False)))
+    return transcendental.lookup(call)
+
+
 # ---------------------------------------------------------------------------
 
 
@@ -634,7 +641,7 @@ KERNELS: dict[str, Callable[[OpCall], np.ndarray]] = {
     "LOGISTIC": logistic,
     "TANH": tanh,
     "HARD_SWISH": transcendental.lookup,
-    "GELU": transcendental.lookup,
+    "GELU": gelu,
     "RSQRT": rsqrt,
     "ABS": abs_,
     "SQUARED_DIFFERENCE": squared_difference,

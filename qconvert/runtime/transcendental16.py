@@ -41,11 +41,13 @@ sample by half the midpoint error of the interpolation), clamped to int16; entry
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Callable
 
 import numpy as np
 
+from qconvert import quant as qm
 from qconvert.quant import round_half_away_array
 from qconvert.runtime.int_math import I64, count_leading_zeros32, mbqm, wrap16, wrap32
 
@@ -167,3 +169,15 @@ def softmax16(x: np.ndarray, input_multiplier: int, input_left_shift: int) -> np
     right = 31 - headroom
     y = (e * reciprocal + (I64(1) << (right - 1))) >> right
     return np.clip(y, 0, 32767).astype(np.int16)
+
+
+@functools.lru_cache(maxsize=64)
+def _gelu_lut(in_scale: float, out_scale: float, approximate: bool) -> np.ndarray:
+    transform = qm.gelu_approximate_float32 if approximate else qm.gelu_float32
+    return np.asarray(qm.activation_table16(transform, in_scale, 0, out_scale, 0), I64)
+
+
+def gelu16(x: np.ndarray, in_scale: float, out_scale: float, approximate: bool) -> np.ndarray:
+    """int16 GELU (LiteRT's activations.cc): the 513-entry table of ``LUTPopulate<int16_t>`` over the
+    float32 GeluTransform (``qm.activation_table16``), read by ``lut_lookup``; zero points 0."""
+    return lut_lookup(x, _gelu_lut(float(in_scale), float(out_scale), approximate)).astype(np.int16)

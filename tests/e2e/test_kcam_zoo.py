@@ -29,6 +29,7 @@ import kcam_zoo  # noqa: E402
 import oracle  # noqa: E402
 
 from qconvert.api import convert_graph  # noqa: E402
+from qconvert.errors import ConversionError  # noqa: E402
 from qconvert.schema.reader import read_model  # noqa: E402
 
 MODELS = ["MobileViT_XXS", "EfficientFormerL1", "FastViT_T8", "FasterNetT0", "YOLOV8_N"]
@@ -58,3 +59,38 @@ def test_kcam_model_bit_exact_with_tensorflows_ptq_given_its_ranges(name: str, m
     assert report.tensors > 100 and not report.unpaired, report
     assert not report.weight_diffs and not report.zero_point_diffs and report.max_rel_scale < 1e-6, report
     assert report.max_lsb == 0, report
+
+
+@pytest.mark.parametrize("name", ["FastViT_T8", "FasterNetT0"])
+def test_kcam_model_16x8_bit_exact_with_tensorflows_given_its_ranges(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """16x8: FastViT's layer-scaled convolutions have channels with max|w| below 5e-7, whose scale
+    TensorFlow's 16x8 quantizer does not widen (tests/e2e/test_bias_fit.py has the rule)."""
+    try:
+        pb, shape = kcam_zoo.build(name)
+    except RuntimeError as exc:
+        pytest.skip(str(exc))
+    model = oracle.FloatGraph(pb, ["input"], ["Identity"], {"input": shape})
+    samples = {"input": np.random.default_rng(1).uniform(-1, 1, (8, *shape[1:])).astype(np.float32)}
+    theirs = oracle.tf_ptq_convert(model, samples, int16=True)
+    stats, calibrated = oracle.tf_calibration_statistics(model, samples)
+    oracle.use_tensorflows_rsqrt(monkeypatch)
+    oracle.use_tensorflows_statistics(monkeypatch, stats, calibrated, samples)
+    ours = convert_graph(pb, inputs=["input"], outputs=["Identity"], calibration_data=samples,
+                         activations="int16").model
+    assert _ops(ours) == _ops(theirs)
+    report = oracle.compare_ptq(ours, theirs, samples, ["input"])
+    assert report.tensors > 100 and report.weights > 10 and not report.unpaired, report
+    assert not report.weight_diffs and not report.bias_diffs and not report.zero_point_diffs, report
+    assert report.max_rel_scale < 1e-6 and report.max_lsb == 0, report
+    oracle.assert_run_equals_litert(ours, n=2)
+
+
+def test_kcam_transformer_16x8_refused_in_one_line_where_tensorflows_file_does_not_run() -> None:
+    try:
+        pb, shape = kcam_zoo.build("MobileViT_XXS")
+    except RuntimeError as exc:
+        pytest.skip(str(exc))
+    samples = {"input": np.random.default_rng(1).uniform(-1, 1, (2, *shape[1:])).astype(np.float32)}
+    with pytest.raises(ConversionError) as e:
+        convert_graph(pb, inputs=["input"], outputs=["Identity"], calibration_data=samples, activations="int16")
+    assert "SQUARED_DIFFERENCE" in str(e.value) and "--activations int8" in str(e.value)

@@ -338,3 +338,36 @@ def test_softmax_edge_cases() -> None:
     assert t16.softmax16(np.array([[7, 7]], np.int16), m, s).tolist() == [[16384, 16384]]
     with pytest.raises(ValueError, match="at least one"):
         t16.softmax16(np.zeros((2, 0), np.int16), m, s)
+
+
+# ---------------------------------------------------------------------------
+# GELU int16 (LUTPopulate<int16_t> over the float32 transform) against LiteRT, every int16 value
+
+
+@functools.cache
+def _gelu_file(hi: float, approximate: bool) -> bytes:
+    """TensorFlow's 16x8 file of one GELU, calibrated on [-hi, hi]."""
+    import oracle
+    import tensorflow as tf
+
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, (1, 256, 256), name="input")
+        tf.identity(tf.nn.gelu(x, approximate=approximate), name="output")
+    samples = {"input": np.stack([np.full((256, 256), -hi, np.float32), np.full((256, 256), hi, np.float32)])}
+    model = oracle.FloatGraph(g.as_graph_def().SerializeToString(), ["input"], ["output"], {"input": [1, 256, 256]})
+    tflite = oracle.tf_ptq_convert(model, samples, int16=True)
+    assert [o.builtin for o in read_model(tflite).subgraphs[0].operators] == ["GELU"]
+    return tflite
+
+
+@pytest.mark.parametrize("approximate", [False, True], ids=["erf", "tanh"])
+@pytest.mark.parametrize("hi", [0.05, 1.0, 3.0, 8.0, 100.0])
+def test_gelu_every_int16_equals_litert(tf, hi: float, approximate: bool) -> None:  # type: ignore[no-untyped-def]
+    tflite = _gelu_file(hi, approximate)
+    sg = read_model(tflite).subgraphs[0]
+    s_in, s_out = sg.tensors[sg.inputs[0]].scale[0], sg.tensors[sg.outputs[0]].scale[0]
+    ours = t16.gelu16(ALL_INT16, s_in, s_out, approximate)
+    theirs = _litert(tflite, ALL_INT16)
+    assert ours.dtype == np.int16
+    assert np.array_equal(ours, theirs), f"±{hi}: {int((ours != theirs).sum())} of 65536 differ"
