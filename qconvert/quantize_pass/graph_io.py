@@ -50,7 +50,12 @@ def quantize_io(graph: Graph, ctx: Context) -> bool:
             _not_applied(ctx, "input", user, kind, "float32", "a float op reads it")
             continue
         if not qs or others:
-            raise ConversionError(f"input '{name}' is read by an op that is not quantized")
+            if not others:
+                raise ConversionError(f"input '{name}': no op reads it once constants are folded (the outputs do "
+                                      f"not depend on it: zero weights or a zero-initialised layer?); check the "
+                                      f"model, or name the inputs the outputs depend on with --inputs")
+            raise ConversionError(f"input '{name}' is read by {others[0].op} '{others[0].name}', which is not "
+                                  f"quantized; convert with --allow-float to keep it float, or report the graph")
         first = qs[0]
         for other in qs[1:]:
             other.inputs = [first.outputs[0]]
