@@ -1,7 +1,7 @@
 """Hybrid vision transformers and a YOLOv8 detector from keras-cv-attention-models under
 post-training quantization, side by side with TensorFlow 2.21's converter (issue 35).
 
-    python bench/kcam_zoo_ptq.py [NAME ...] [--samples 8] [--untrained]
+    python bench/kcam_zoo_ptq.py [NAME ...] [--samples 8] [--untrained] [--size N] [--repeat K] [--engine E]
 
 Models come from ``tests/fixtures/kcam_zoo.py`` (``pretrained=None``, fixed seed, smallest input,
 trained briefly, frozen). Per model:
@@ -15,14 +15,18 @@ trained briefly, frozen). Per model:
 - ``err ours`` / ``err TF``: each file (qconvert's own calibration, TensorFlow's) against the
   float graph on 8 held-out samples: RMS of the dequantized output error over the RMS of the
   float output;
-- ``ours s`` / ``TF s`` / ``×``: conversion times (one run each; TensorFlow's includes its graph
-  import and calibration, as qconvert's does) and their ratio.
+- ``ours s`` / ``TF s`` / ``×``: conversion times (the median of ``--repeat`` runs, one by default;
+  TensorFlow's includes its graph import and calibration, as qconvert's does) and their ratio.
+
+``--size N`` builds every model at N pixels (cached apart), ``--engine litert`` calibrates
+qconvert with LiteRT instead of numpy.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -41,18 +45,31 @@ def main() -> None:
     ap.add_argument("names", nargs="*", default=list(kcam_zoo.MODELS))
     ap.add_argument("--samples", type=int, default=8)
     ap.add_argument("--untrained", action="store_true", help="skip the brief training")
+    ap.add_argument("--size", type=int, default=None, help="input side in pixels (default: each model's smallest)")
+    ap.add_argument("--repeat", type=int, default=1, help="time each conversion this many times, the median")
+    ap.add_argument("--engine", default="numpy", help="qconvert's calibration engine (numpy, litert)")
     args = ap.parse_args()
 
     print(f"{'model':20} {'qconvert':>8} {'TF int8':>7} {'exact':>8} {'err ours':>8} {'err TF':>7} "
           f"{'ours s':>6} {'TF s':>6} {'×':>5}  note", flush=True)
     for name in args.names:
-        row = measure(name, args.samples, not args.untrained)
+        row = measure(name, args.samples, not args.untrained, args.size, args.repeat, args.engine)
         print(f"{name:20} {row['ours']:>8} {row['tf']:>7} {row['exact']:>8} {row['err_ours']:>8} "
               f"{row['err_tf']:>7} {row['t_ours']:>6} {row['t_tf']:>6} {row['ratio']:>5}  {row['note'][:160]}",
               flush=True)
 
 
-def measure(name: str, n_samples: int, trained: bool) -> dict[str, str]:
+def _timed(fn, repeat: int):  # noqa: ANN001, ANN202 - the median of ``repeat`` runs, and the last result
+    times, result = [], None
+    for _ in range(max(1, repeat)):
+        t0 = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), result
+
+
+def measure(name: str, n_samples: int, trained: bool, size: int | None = None, repeat: int = 1,
+            engine: str = "numpy") -> dict[str, str]:
     import kcam_zoo
     import oracle
     from _pytest.monkeypatch import MonkeyPatch
@@ -60,7 +77,7 @@ def measure(name: str, n_samples: int, trained: bool) -> dict[str, str]:
     from qconvert.api import convert_graph
     from qconvert.errors import ConversionError
 
-    pb, shape = kcam_zoo.build(name, trained=trained)
+    pb, shape = kcam_zoo.build(name, trained=trained, size=size)
     model = oracle.FloatGraph(pb, ["input"], ["Identity"], {"input": shape})
     rng = np.random.default_rng(1)
     samples = {"input": rng.uniform(-1, 1, (n_samples, *shape[1:])).astype(np.float32)}
@@ -68,23 +85,20 @@ def measure(name: str, n_samples: int, trained: bool) -> dict[str, str]:
     row = dict.fromkeys(("ours", "tf", "exact", "err_ours", "err_tf", "t_ours", "t_tf", "ratio"), "-")
     notes = []
 
-    t0 = time.perf_counter()
     try:
-        ours = convert_graph(pb, inputs=["input"], outputs=["Identity"], calibration_data=samples).model
+        t_ours, ours = _timed(lambda: convert_graph(pb, inputs=["input"], outputs=["Identity"],
+                                                    calibration_data=samples, calibration_engine=engine).model, repeat)
         row["ours"] = "ok"
     except ConversionError as exc:
-        ours, row["ours"] = None, "FAIL"
+        t_ours, ours, row["ours"] = 0.0, None, "FAIL"
         notes.append(str(exc))
-    t_ours = time.perf_counter() - t0
-    t0 = time.perf_counter()
     try:
-        theirs = oracle.tf_ptq_convert(model, samples)
+        t_tf, theirs = _timed(lambda: oracle.tf_ptq_convert(model, samples), repeat)
         row["tf"] = "float" if oracle.float_tensors(theirs) else "ok"
     except Exception as exc:  # noqa: BLE001 - TensorFlow's failures are data here
-        theirs, row["tf"] = None, "FAIL"
+        t_tf, theirs, row["tf"] = 0.0, None, "FAIL"
         notes.append(f"TF: {str(exc).splitlines()[0][:100]}")
-    t_tf = time.perf_counter() - t0
-    row["t_ours"], row["t_tf"] = f"{t_ours:.1f}", f"{t_tf:.1f}"
+    row["t_ours"], row["t_tf"] = f"{t_ours:.2f}", f"{t_tf:.2f}"
     if ours is not None and theirs is not None:
         row["ratio"] = f"{t_tf / t_ours:.1f}"
     if ours is not None or theirs is not None:
