@@ -10,6 +10,11 @@ tests/e2e/test_kcam_zoo.py).
   (FastViT's identity branch and the one its block subtracts): TensorFlow merges the two MUL+ADD
   into one (its constants are equal, then its ops); qconvert compared constants by name and kept
   both (FastViT_T8: 35 MUL where TensorFlow writes 25).
+- zero-initialised γ: a residual branch ``conv → ReLU → conv → BatchNorm(γ = 0)`` (EfficientViT_M's
+  feed-forward blocks, as trained briefly): TensorFlow folds the BatchNorm's zero scale into the
+  last convolution, which stays with zero weights; qconvert folded the BatchNorm's ``x · 0`` to a
+  zero constant (its rule for a Mul by zero, which TensorFlow's graph optimizer folds) and dropped
+  both convolutions (EfficientViT_M0: 42 CONV_2D where TensorFlow writes 74).
 """
 
 from __future__ import annotations
@@ -58,12 +63,21 @@ def _twin_batchnorms(rng: np.random.Generator, x: object, act: str) -> object:
     return (conv + a) - b if act == "sub" else tf.concat([a, b, conv], axis=-1)
 
 
+def _zero_gamma(rng: np.random.Generator, x: object, act: str) -> object:
+    c = SHAPE[-1]
+    h = tf.nn.relu(tf.nn.conv2d(x, tf.constant(rng.normal(0, 0.3, (1, 1, c, 8)).astype(np.float32)), 1, "SAME"))
+    h = tf.nn.conv2d(h, tf.constant(rng.normal(0, 0.3, (1, 1, 8, c)).astype(np.float32)), 1, "SAME")
+    h = _bn(rng, h, c, (np.zeros(c), rng.normal(0, 0.2, c), rng.normal(0, 0.2, c), rng.uniform(0.5, 2, c)))
+    return x + h
+
+
 CASES = {
     "layer-scale": (_layer_scale, "none"),
     "layer-scale-relu": (_layer_scale, "relu"),
     "layer-scale-residual": (_layer_scale, "add"),
     "twin-batchnorms-sub": (_twin_batchnorms, "sub"),
     "twin-batchnorms-concat": (_twin_batchnorms, "concat"),
+    "zero-gamma-batchnorm": (_zero_gamma, "none"),
 }
 
 
@@ -93,6 +107,8 @@ def test_pattern_as_tensorflow_writes_it(name: str, monkeypatch: pytest.MonkeyPa
     assert _ops(ours) == _ops(theirs)
     if name.startswith("layer-scale"):
         assert "MUL" not in {b for b, _ in _ops(ours)}  # γ is in the convolution's weights
+    elif name == "zero-gamma-batchnorm":
+        assert sum(n for (b, _), n in _ops(ours).items() if b == "CONV_2D") == 2  # the last one with zero weights
     else:
         assert sum(n for (b, _), n in _ops(ours).items() if b == "MUL") == 1  # one BatchNorm for both
     assert not oracle.float_tensors(ours)
