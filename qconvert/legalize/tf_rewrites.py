@@ -350,12 +350,14 @@ def pattern_only(pattern: str, fix: str) -> Rewrite:
 
 def real_div(graph: Graph, node: Node) -> None:
     """``x / c`` with a constant ``c`` ⇒ ``MUL(x, 1/c)`` (the reciprocal in float32), as
-    TensorFlow rewrites it; a MUL after a convolution then folds into its weights."""
+    TensorFlow rewrites it; a MUL after a convolution then folds into its weights. A divisor that
+    is an activation ⇒ DIV (int8 in TensorFlow 2.21's post-training file too)."""
     c = graph.const(node.inputs[1])
-    if c is None or graph.is_const(node.inputs[0]):
-        raise ConversionError(f"node '{node.name}' (RealDiv): only a division by a constant is supported")
-    node.inputs[1] = graph.add_const(f"{node.name}/reciprocal", (np.float32(1) / np.asarray(c, np.float32)))
     node.attrs = {"fused_activation_function": "NONE"}
+    if c is None or graph.is_const(node.inputs[0]):
+        node.op = "DIV"
+        return
+    node.inputs[1] = graph.add_const(f"{node.name}/reciprocal", (np.float32(1) / np.asarray(c, np.float32)))
     node.op = "MUL"
 
 
