@@ -203,7 +203,8 @@ TABLE: dict[str, OpRow] = dict([
     _row("MEAN", Rule.FREE, 2, uint8=True, float_inputs=(0,), removable_if_same_shape=True, kernel=fk.mean,
          requant=r.mean),
     # LiteRT's int16 SUM adds the raw int16 values (no rescale, wrapping): no usable 16x8 form (measured)
-    _row("SUM", Rule.FREE, 2, form16=Form16.NONE, float_inputs=(0,), kernel=fk.reduce_sum, requant=r.sum_),
+    _row("SUM", Rule.FREE, 2, form16=Form16.NONE, float_inputs=(0,), removable_if_same_shape=True, kernel=fk.reduce_sum,
+         requant=r.sum_),
     _row("SLICE", Rule.SAME_SCALE, 2, uint8=True, int32_shapes=True, float_inputs=(0,), kernel=fk.slice_,
          folds=True),
     _row("STRIDED_SLICE", Rule.SAME_SCALE, 2, uint8=True, int32_shapes=True, float_inputs=(0,),

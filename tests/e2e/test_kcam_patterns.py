@@ -15,6 +15,8 @@ tests/e2e/test_kcam_zoo.py).
   last convolution, which stays with zero weights; qconvert folded the BatchNorm's ``x · 0`` to a
   zero constant (its rule for a Mul by zero, which TensorFlow's graph optimizer folds) and dropped
   both convolutions (EfficientViT_M0: 42 CONV_2D where TensorFlow writes 74).
+- a SUM over axes of size 1 with keep_dims (EfficientViT_B0's linear attention on a 1x1 map): TensorFlow
+  drops it, as it drops such a MEAN; qconvert kept it (4 SUM where TensorFlow writes 2).
 - division by an activation: ReLU linear attention's ``x / (Σx + ε)`` (EfficientViT_B0) and a plain
   ``a / b``: TensorFlow writes an int8 DIV (v1, its output's own range, the divisor's range as
   calibrated); qconvert refused any RealDiv but by a constant. ``qconvert run`` executes DIV as
@@ -80,6 +82,11 @@ def _div_linear_attention(rng: np.random.Generator, x: object, act: str) -> obje
     return r / (tf.reduce_sum(r, axis=-1, keepdims=True) + 0.5)
 
 
+def _sum_over_size_one(rng: np.random.Generator, x: object, act: str) -> object:
+    r = tf.nn.relu(x)
+    return r / (tf.reduce_sum(r, axis=0, keepdims=True) + 0.5)  # over the batch of 1: the identity
+
+
 def _div_activations(rng: np.random.Generator, x: object, act: str) -> object:
     a = tf.nn.conv2d(x, tf.constant(rng.normal(0, 0.3, (1, 1, SHAPE[-1], SHAPE[-1])).astype(np.float32)), 1, "SAME")
     return a / (tf.abs(x) + 0.5)
@@ -94,6 +101,7 @@ CASES = {
     "zero-gamma-batchnorm": (_zero_gamma, "none"),
     "div-linear-attention": (_div_linear_attention, "none"),
     "div-activations": (_div_activations, "none"),
+    "div-sum-over-size-one": (_sum_over_size_one, "none"),
 }
 
 
@@ -124,7 +132,7 @@ def test_pattern_as_tensorflow_writes_it(name: str, monkeypatch: pytest.MonkeyPa
     if name.startswith("layer-scale"):
         assert "MUL" not in {b for b, _ in _ops(ours)}  # γ is in the convolution's weights
     elif name.startswith("div"):
-        assert ("DIV", 1) in _ops(ours)
+        assert ("DIV", 1) in _ops(ours) and (name != "div-sum-over-size-one" or "SUM" not in {b for b, _ in _ops(ours)})
         if name == "div-activations":  # (LiteRT's int8 SUM, in the other, is not run's: a separate matter)
             oracle.assert_run_equals_litert(ours)
     elif name == "zero-gamma-batchnorm":
