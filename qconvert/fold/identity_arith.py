@@ -6,7 +6,10 @@ TensorFlow's canonicalizer does.
     MEAN(x) over axes of size 1, keep_dims        ⇒        x
 
 (x * 0: an unrolled RNN's first step multiplies by its zero initial state; TensorFlow's
-graph optimizer folds that product, and the ADD of it then goes as x + 0.)
+graph optimizer folds that product, and the ADD of it then goes as x + 0. Not the MUL of a
+decomposed BatchNorm with a zero scale, γ = 0, as residual blocks initialise their last one:
+the optimizer sees a FusedBatchNorm there, and TensorFlow's converter folds the MUL into the
+convolution before it, which stays with zero weights.)
 
 only for scalar (or all-equal) constants whose broadcast leaves x's shape as it is.
 """
@@ -17,6 +20,7 @@ import numpy as np
 
 from qconvert.ir import Graph
 from qconvert.ir.passes import Context
+from qconvert.legalize.tf_rewrites import BATCH_NORM_PRODUCT
 from qconvert.ops import row
 
 
@@ -35,7 +39,8 @@ def remove_identity_arith(graph: Graph, ctx: Context) -> bool:
         if rule is None or node.attrs.get("fused_activation_function", "NONE") != "NONE":
             continue
         out = graph.tensors[node.outputs[0]]
-        if r.arith == "mul" and out.shape is not None and node.outputs[0] not in graph.outputs and any(
+        if r.arith == "mul" and out.shape is not None and node.outputs[0] not in graph.outputs \
+                and not node.attrs.get(BATCH_NORM_PRODUCT) and any(
                 c is not None and c.size and not np.any(c) and c.dtype == np.float32
                 for c in (graph.const(i) for i in node.inputs)):
             out.data = np.zeros(out.shape, np.float32)

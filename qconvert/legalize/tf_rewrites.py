@@ -37,6 +37,11 @@ from qconvert.quant.rounding import rsqrt_float32
 Rewrite = Callable[[Graph, Node], None]
 
 
+# on the MUL of a decomposed BatchNorm: TensorFlow's graph optimizer folds x * 0 of a Mul, never of a
+# FusedBatchNorm whose scale is 0 (a zero-initialised γ): that MUL folds into the convolution before it
+BATCH_NORM_PRODUCT = "_batch_norm_product"
+
+
 def _emit(graph: Graph, before: Node, op: str, inputs: list[str], shape: tuple[int, ...], attrs: dict,
           suffix: str) -> str:
     """Insert ``op(inputs)`` (float32, of ``shape``) in front of ``before``; its output's name."""
@@ -345,12 +350,14 @@ def pattern_only(pattern: str, fix: str) -> Rewrite:
 
 def real_div(graph: Graph, node: Node) -> None:
     """``x / c`` with a constant ``c`` ⇒ ``MUL(x, 1/c)`` (the reciprocal in float32), as
-    TensorFlow rewrites it; a MUL after a convolution then folds into its weights."""
+    TensorFlow rewrites it; a MUL after a convolution then folds into its weights. A divisor that
+    is an activation ⇒ DIV (int8 in TensorFlow 2.21's post-training file too)."""
     c = graph.const(node.inputs[1])
-    if c is None or graph.is_const(node.inputs[0]):
-        raise ConversionError(f"node '{node.name}' (RealDiv): only a division by a constant is supported")
-    node.inputs[1] = graph.add_const(f"{node.name}/reciprocal", (np.float32(1) / np.asarray(c, np.float32)))
     node.attrs = {"fused_activation_function": "NONE"}
+    if c is None or graph.is_const(node.inputs[0]):
+        node.op = "DIV"
+        return
+    node.inputs[1] = graph.add_const(f"{node.name}/reciprocal", (np.float32(1) / np.asarray(c, np.float32)))
     node.op = "MUL"
 
 
@@ -452,7 +459,7 @@ def fused_batch_norm(graph: Graph, node: Node) -> None:
     shift = offset - mean * multiplier
     x = node.inputs[0]
     scaled = _emit(graph, node, "MUL", [x, graph.add_const(f"{node.name}/multiplier", multiplier)],
-                   graph.tensors[x].shape, {"fused_activation_function": "NONE"}, "scaled")
+                   graph.tensors[x].shape, {"fused_activation_function": "NONE", BATCH_NORM_PRODUCT: True}, "scaled")
     node.inputs = [scaled, graph.add_const(f"{node.name}/shift", shift)]
     node.attrs = {"fused_activation_function": "NONE"}
     node.op = "ADD"

@@ -84,6 +84,17 @@ def mul(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> Part
     return {"pairs": [qm.mul_requant(_input(ins, 0).s, _input(ins, 1).s, out.s)]}
 
 
+def div(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> Parts:
+    return {"pairs": [qm.div_requant(_input(ins, 0).s, _input(ins, 1).s, out.s)]}
+
+
+def div_version(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> int:
+    """DIV: version 2 when its operands broadcast over more than 4 dimensions, else 1 (TFLite's
+    op_version rules; int8 v1 measured on TF 2.21)."""
+    a, b = _input(ins, 0).shape, _input(ins, 1).shape
+    return 2 if tuple(a) != tuple(b) and max(len(a), len(b)) > 4 else row.int8_version
+
+
 def requantize(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> Parts:
     """QUANTIZE int8 → int8."""
     return {"pairs": [qm.quantize_requant(_input(ins, 0).s, out.s)]}

@@ -195,10 +195,16 @@ TABLE: dict[str, OpRow] = dict([
     _row("MUL", Rule.FREE, 2, uint8=True, fuses_activation=True, scales_weights=True, neutral=(1.0, (0, 1)),
          in_place=True, kernel=fk.binary(lambda a, b: a * b), folds=True, requant=r.mul, version=r.mul_version,
          arith="mul"),
+    # both operands activations (ReLU linear attention's x / (sum + eps)); x / c is a MUL by 1/c. int8 v1 (TF
+    # 2.21, measured); its output takes its own range, the divisor's range is not constrained; no 16x8 form (TF 2.21:
+    # "Quantization to 16x8-bit not yet supported for op: 'DIV'")
+    _row("DIV", Rule.FREE, 1, form16=Form16.NONE, fuses_activation=True, in_place=True, kernel=fk.binary(lambda a, b: a / b), folds=True,
+         requant=r.div, version=r.div_version),
     _row("MEAN", Rule.FREE, 2, uint8=True, float_inputs=(0,), removable_if_same_shape=True, kernel=fk.mean,
          requant=r.mean),
     # LiteRT's int16 SUM adds the raw int16 values (no rescale, wrapping): no usable 16x8 form (measured)
-    _row("SUM", Rule.FREE, 2, form16=Form16.NONE, float_inputs=(0,), kernel=fk.reduce_sum, requant=r.sum_),
+    _row("SUM", Rule.FREE, 2, form16=Form16.NONE, float_inputs=(0,), removable_if_same_shape=True, kernel=fk.reduce_sum,
+         requant=r.sum_),
     _row("SLICE", Rule.SAME_SCALE, 2, uint8=True, int32_shapes=True, float_inputs=(0,), kernel=fk.slice_,
          folds=True),
     _row("STRIDED_SLICE", Rule.SAME_SCALE, 2, uint8=True, int32_shapes=True, float_inputs=(0,),

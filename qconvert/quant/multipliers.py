@@ -178,6 +178,14 @@ def mul_requant(in1_scale: float, in2_scale: float, out_scale: float) -> tuple[i
     return quantize_multiplier(float(real))
 
 
+def div_requant(in1_scale: float, in2_scale: float, out_scale: float) -> tuple[int, int]:
+    """DIV int8 / int16 ``(multiplier, shift)`` (lite/kernels/div.cc ``Prepare``): ``in1 / (in2 * out)``
+    evaluated in FLOAT32 (the tensors' float scales), widened to double, then ``QuantizeMultiplier``.
+    Eval divides ``x1 - zp1`` by ``x2 - zp2`` through a fixed-point reciprocal of the divisor (runtime)."""
+    real = np.float32(_f32(in1_scale) / np.float32(_f32(in2_scale) * _f32(out_scale)))
+    return quantize_multiplier(float(real))
+
+
 def quantize_requant(in_scale: float, out_scale: float) -> tuple[int, int]:
     """QUANTIZE int8->int8 (requantize) ``(multiplier, shift)`` (lite/kernels/quantize.cc
     ``Prepare``): ``double(in) / double(out)``. Eval: ``MBQM(x - in_zp) + out_zp``,

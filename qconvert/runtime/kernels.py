@@ -40,7 +40,8 @@ from qconvert.ops.windows import (
 )
 from qconvert.quant.rounding import round_half_away_array
 from qconvert.runtime import detection, lstm, reduce, svdf, transcendental, transcendental16
-from qconvert.runtime.int_math import I64, current_rounding, mbqm, mbqm_int64, scale_by_binary64
+from qconvert.runtime.int_math import (I64, count_leading_zeros32, current_rounding, mbqm, mbqm_int64,
+                                       scale_by_binary64, srdhm)
 
 
 @dataclass
@@ -243,6 +244,42 @@ def mul(call: OpCall) -> np.ndarray:
     b = call.inputs[1].astype(I64) - call.input_zps[1]
     m, s = call.pairs(1)
     return _finish(call, mbqm(a * b, m[0], s[0]) + call.output_zp)
+
+
+def div(call: OpCall) -> np.ndarray:
+    """DIV int8 (div.cc, reference/div.h ``DivElementwise``): ``x1 - zp1`` over ``x2 - zp2``
+    (both negated where the divisor is negative) as ``x1`` times the divisor's fixed-point reciprocal
+    (``GetReciprocal``: 1/(1+x) on its normalised mantissa), ``x1`` shifted up by its headroom, then
+    through the output pair with the two shifts taken off, plus ``out_zp``. LiteRT's kernel fails on a
+    divisor equal to its zero point (a zero), as ``run`` does."""
+    x2 = call.inputs[1]
+    if x2.size and bool(np.any(x2 == call.input_zps[1])):
+        raise KernelError(f"operator {call.index} (DIV '{call.name}'): a divisor equal to its zero point "
+                          f"{call.input_zps[1]} (a zero); TFLite's kernel fails with 'data[i] != zero_point'")
+    a, b = np.broadcast_arrays(call.inputs[0].astype(I64) - call.input_zps[0], x2.astype(I64) - call.input_zps[1])
+    a, b = np.where(b < 0, -a, a), np.abs(b)
+    clz = count_leading_zeros32(b)
+    reciprocal = transcendental.one_over_one_plus_x_for_x_in_0_1((b << clz) - (1 << 31))
+    headroom = count_leading_zeros32(a ^ (a >> 31)) - 1  # CountLeadingSignBits (31 for 0)
+    unscaled = mbqm(a, reciprocal, headroom)  # MultiplyByQuantizedMultiplierGreaterThanOne
+    m, s = call.pairs(1)
+    return _finish(call, _smaller_than_one_exp(unscaled, m[0], s[0] - (31 - clz) - headroom) + call.output_zp)
+
+
+def _smaller_than_one_exp(x: np.ndarray, multiplier: int, shift: np.ndarray) -> np.ndarray:
+    """``MultiplyByQuantizedMultiplierSmallerThanOneExp`` as LiteRT's default build runs it where the
+    right shift exceeds 31 (DIV of a small numerator, a zero above all): gemmlowp's
+    ``RoundingDivideByPOT`` then takes its mask as the low 32 bits of ``2^e - 1`` (all ones) and the
+    CPU shifts by ``e mod 32``, so 0 becomes 1 (x86-64, measured against LiteRT REF). Other
+    roundings (``--rounding``) cap the shift at 31."""
+    if current_rounding() != "double":
+        return mbqm(x, multiplier, np.maximum(shift, -31))
+    e = -np.asarray(shift, I64)
+    if not np.any(e > 31):
+        return mbqm(x, multiplier, shift)
+    v = srdhm(x, multiplier)
+    wide = (v >> (e & 31)) + (v > (-1 >> 1) + (v < 0))  # mask -1: the remainder is v itself
+    return np.where(e > 31, wide, mbqm(x, multiplier, np.where(e > 31, -31, shift)))
 
 
 def squared_difference(call: OpCall) -> np.ndarray:
@@ -610,6 +647,7 @@ KERNELS: dict[str, Callable[[OpCall], np.ndarray]] = {
     "ADD": add,
     "SUB": sub,
     "MUL": mul,
+    "DIV": div,
     "MAXIMUM": maximum,
     "MINIMUM": minimum,
     "RELU": relu,

@@ -10,6 +10,17 @@ tests/e2e/test_kcam_zoo.py).
   (FastViT's identity branch and the one its block subtracts): TensorFlow merges the two MUL+ADD
   into one (its constants are equal, then its ops); qconvert compared constants by name and kept
   both (FastViT_T8: 35 MUL where TensorFlow writes 25).
+- zero-initialised γ: a residual branch ``conv → ReLU → conv → BatchNorm(γ = 0)`` (EfficientViT_M's
+  feed-forward blocks, as trained briefly): TensorFlow folds the BatchNorm's zero scale into the
+  last convolution, which stays with zero weights; qconvert folded the BatchNorm's ``x · 0`` to a
+  zero constant (its rule for a Mul by zero, which TensorFlow's graph optimizer folds) and dropped
+  both convolutions (EfficientViT_M0: 42 CONV_2D where TensorFlow writes 74).
+- a SUM over axes of size 1 with keep_dims (EfficientViT_B0's linear attention on a 1x1 map): TensorFlow
+  drops it, as it drops such a MEAN; qconvert kept it (4 SUM where TensorFlow writes 2).
+- division by an activation: ReLU linear attention's ``x / (Σx + ε)`` (EfficientViT_B0) and a plain
+  ``a / b``: TensorFlow writes an int8 DIV (v1, its output's own range, the divisor's range as
+  calibrated); qconvert refused any RealDiv but by a constant. ``qconvert run`` executes DIV as
+  LiteRT's reference kernel on every pair of int8 operands.
 """
 
 from __future__ import annotations
@@ -58,12 +69,39 @@ def _twin_batchnorms(rng: np.random.Generator, x: object, act: str) -> object:
     return (conv + a) - b if act == "sub" else tf.concat([a, b, conv], axis=-1)
 
 
+def _zero_gamma(rng: np.random.Generator, x: object, act: str) -> object:
+    c = SHAPE[-1]
+    h = tf.nn.relu(tf.nn.conv2d(x, tf.constant(rng.normal(0, 0.3, (1, 1, c, 8)).astype(np.float32)), 1, "SAME"))
+    h = tf.nn.conv2d(h, tf.constant(rng.normal(0, 0.3, (1, 1, 8, c)).astype(np.float32)), 1, "SAME")
+    h = _bn(rng, h, c, (np.zeros(c), rng.normal(0, 0.2, c), rng.normal(0, 0.2, c), rng.uniform(0.5, 2, c)))
+    return x + h
+
+
+def _div_linear_attention(rng: np.random.Generator, x: object, act: str) -> object:
+    r = tf.nn.relu(x)
+    return r / (tf.reduce_sum(r, axis=-1, keepdims=True) + 0.5)
+
+
+def _sum_over_size_one(rng: np.random.Generator, x: object, act: str) -> object:
+    r = tf.nn.relu(x)
+    return r / (tf.reduce_sum(r, axis=0, keepdims=True) + 0.5)  # over the batch of 1: the identity
+
+
+def _div_activations(rng: np.random.Generator, x: object, act: str) -> object:
+    a = tf.nn.conv2d(x, tf.constant(rng.normal(0, 0.3, (1, 1, SHAPE[-1], SHAPE[-1])).astype(np.float32)), 1, "SAME")
+    return a / (tf.abs(x) + 0.5)
+
+
 CASES = {
     "layer-scale": (_layer_scale, "none"),
     "layer-scale-relu": (_layer_scale, "relu"),
     "layer-scale-residual": (_layer_scale, "add"),
     "twin-batchnorms-sub": (_twin_batchnorms, "sub"),
     "twin-batchnorms-concat": (_twin_batchnorms, "concat"),
+    "zero-gamma-batchnorm": (_zero_gamma, "none"),
+    "div-linear-attention": (_div_linear_attention, "none"),
+    "div-activations": (_div_activations, "none"),
+    "div-sum-over-size-one": (_sum_over_size_one, "none"),
 }
 
 
@@ -93,9 +131,42 @@ def test_pattern_as_tensorflow_writes_it(name: str, monkeypatch: pytest.MonkeyPa
     assert _ops(ours) == _ops(theirs)
     if name.startswith("layer-scale"):
         assert "MUL" not in {b for b, _ in _ops(ours)}  # γ is in the convolution's weights
+    elif name.startswith("div"):
+        assert ("DIV", 1) in _ops(ours) and (name != "div-sum-over-size-one" or "SUM" not in {b for b, _ in _ops(ours)})
+        if name == "div-activations":  # (LiteRT's int8 SUM, in the other, is not run's: a separate matter)
+            oracle.assert_run_equals_litert(ours)
+    elif name == "zero-gamma-batchnorm":
+        assert sum(n for (b, _), n in _ops(ours).items() if b == "CONV_2D") == 2  # the last one with zero weights
     else:
         assert sum(n for (b, _), n in _ops(ours).items() if b == "MUL") == 1  # one BatchNorm for both
     assert not oracle.float_tensors(ours)
     report = oracle.compare_ptq(ours, theirs, samples, ["x"])
     assert not report.unpaired and not report.weight_diffs and not report.zero_point_diffs, report
     assert report.max_rel_scale == 0 and report.max_lsb == 0, report
+
+
+def test_div_runs_as_litert_on_every_pair_of_int8_operands() -> None:
+    """``qconvert run``'s DIV against LiteRT REF on TensorFlow's own files: every numerator against
+    every divisor but the zero point (LiteRT's kernel fails there, as run does), divisors of either
+    sign, broadcast, and scales that make the kernel's last shift exceed 31 bits (a small numerator)."""
+    from qconvert.runtime.interpreter import IntegerModel
+
+    shape = [1, 256, 256]
+    g = tf.Graph()
+    with g.as_default():
+        a = tf.compat.v1.placeholder(tf.float32, shape, name="a")
+        b = tf.compat.v1.placeholder(tf.float32, [1, 1, 256], name="b")
+        tf.identity(a / b, name="out")
+    model = oracle.FloatGraph(g.as_graph_def().SerializeToString(), ["a", "b"], ["out"], {"a": shape, "b": [1, 1, 256]})
+    i, j = np.meshgrid(np.arange(-128, 128), np.arange(-128, 128), indexing="ij")
+    for a_range, b_range in [((-1, 1), (0.5, 2)), ((-1, 1), (0.01, 2)), ((0, 3), (-2, -0.001)), ((-0.01, 0.01), (-3, 3))]:
+        rng = np.random.default_rng(0)
+        samples = {"a": rng.uniform(*a_range, (2, *shape[1:])).astype(np.float32),
+                   "b": rng.uniform(*b_range, (2, 1, 256)).astype(np.float32)}
+        theirs = oracle.tf_ptq_convert(model, samples)
+        zp = {d["name"]: d["quant"][1] for d in oracle.io_details(theirs)["inputs"]}["b"]
+        feeds = {"a": i.astype(np.int8)[None], "b": np.where(j[:1] == zp, zp + 1 if zp < 127 else zp - 1, j[:1])
+                 .astype(np.int8)[None]}
+        want = oracle.run_litert(theirs, feeds)[0]
+        got = list(IntegerModel(theirs).run(feeds).values())[0]
+        np.testing.assert_array_equal(got, want, err_msg=f"a in {a_range}, b in {b_range}")
