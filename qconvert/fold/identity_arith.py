@@ -6,7 +6,9 @@ TensorFlow's canonicalizer does.
     MEAN(x) over axes of size 1, keep_dims        ⇒        x
 
 (x * 0: an unrolled RNN's first step multiplies by its zero initial state; TensorFlow's
-graph optimizer folds that product, and the ADD of it then goes as x + 0. Not the MUL of a
+graph optimizer folds that product, and the ADD of it then goes as x + 0. Only when the zero
+operand has the product's shape, as grappler's rule asks: ``x * zeros([4])`` on a [1, 4] x stays a
+MUL in TensorFlow 2.21's file, measured. Not the MUL of a
 decomposed BatchNorm with a zero scale, γ = 0, as residual blocks initialise their last one:
 the optimizer sees a FusedBatchNorm there, and TensorFlow's converter folds the MUL into the
 convolution before it, which stays with zero weights.)
@@ -42,6 +44,7 @@ def remove_identity_arith(graph: Graph, ctx: Context) -> bool:
         if r.arith == "mul" and out.shape is not None and node.outputs[0] not in graph.outputs \
                 and not node.attrs.get(BATCH_NORM_PRODUCT) and any(
                 c is not None and c.size and not np.any(c) and c.dtype == np.float32
+                and tuple(c.shape) == tuple(out.shape)
                 for c in (graph.const(i) for i in node.inputs)):
             out.data = np.zeros(out.shape, np.float32)
             out.dtype = "float32"

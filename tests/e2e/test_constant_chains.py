@@ -31,6 +31,8 @@ CASES: dict[str, Callable[[Any, np.random.Generator], Any]] = {
     "add_sub": lambda x, r: (x + _c(r, 4)) - _c(r, 4),
     "mul_mul": lambda x, r: (x * _c(r, 4)) * _c(r, 4),
     "inner_read_twice": lambda x, r: (lambda a: (a + _c(r, 4)) + tf.nn.relu(a))(x + _c(r, 4)),
+    # x · 0 folds only when the zero operand has the product's shape (grappler's rule): not here
+    "times_broadcast_zeros": lambda x, r: x * tf.zeros([4]) + _c(r, 4),
 }
 
 
@@ -52,3 +54,17 @@ def test_constant_chains_as_tensorflow(name: str, monkeypatch: pytest.MonkeyPatc
     report = oracle.compare_ptq(ours, theirs, samples, ["input"])
     assert not report.unpaired and report.max_rel_scale == 0 and not report.zero_point_diffs, report
     assert not report.weight_diffs and report.max_lsb == 0, report
+
+
+def test_an_output_that_does_not_read_the_input_is_refused_in_one_line() -> None:
+    """``x · zeros`` of x's shape folds (TensorFlow's graph optimizer; its file then has no operator
+    and a dangling input): qconvert says the outputs do not depend on the input."""
+    from qconvert.errors import ConversionError
+
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [1, 6, 4], name="x")
+        tf.identity(x * tf.zeros([1, 6, 4]) + 1.0, name="out")
+    with pytest.raises(ConversionError, match="input 'x': no op reads it once constants are folded"):
+        convert_graph(g.as_graph_def().SerializeToString(), inputs=["x"], outputs=["out"],
+                      calibration_data={"x": np.ones((2, 6, 4), np.float32)})
