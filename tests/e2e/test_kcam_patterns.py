@@ -10,6 +10,13 @@ tests/e2e/test_kcam_zoo.py).
   (FastViT's identity branch and the one its block subtracts): TensorFlow merges the two MUL+ADD
   into one (its constants are equal, then its ops); qconvert compared constants by name and kept
   both (FastViT_T8: 35 MUL where TensorFlow writes 25).
+- BatchNorm before a classifier: ``GAP → BatchNorm → Flatten → Dense`` (RepViT's head):
+  TensorFlow folds the shift into the FULLY_CONNECTED's bias through its weights and then the
+  scale into its weights' columns (FuseMulAndFullyConnected, a 1-D multiplier only); qconvert kept
+  the MUL (RepViT_M09: 3 LSB apart). Siblings: on 2-D, before a Dense with ReLU, a MUL alone, a MUL
+  read by another op too (it stays for that one), ``c · x``; and what TensorFlow leaves: a ``[1, C]``
+  multiplier, a Dense without bias (the shift cannot fold, so the scale is not next to it), a
+  Flatten of a 2x2 map (the RESHAPE stays between).
 """
 
 from __future__ import annotations
@@ -95,6 +102,84 @@ def test_pattern_as_tensorflow_writes_it(name: str, monkeypatch: pytest.MonkeyPa
         assert "MUL" not in {b for b, _ in _ops(ours)}  # γ is in the convolution's weights
     else:
         assert sum(n for (b, _), n in _ops(ours).items() if b == "MUL") == 1  # one BatchNorm for both
+    assert not oracle.float_tensors(ours)
+    report = oracle.compare_ptq(ours, theirs, samples, ["x"])
+    assert not report.unpaired and not report.weight_diffs and not report.zero_point_diffs, report
+    assert report.max_rel_scale == 0 and report.max_lsb == 0, report
+
+
+def _fc_bn_params(rng: np.random.Generator, c: int) -> tuple[np.ndarray, np.ndarray]:
+    """A BatchNormalization's ``x·m + s`` on 2-D (Keras' form once frozen), as float32 constants."""
+    gamma, beta, mean, var = rng.uniform(0.5, 1.5, c), rng.normal(0, 0.2, c), rng.normal(0, 0.2, c), rng.uniform(0.5, 2, c)
+    m = gamma / np.sqrt(var + 1e-3)
+    return m.astype(np.float32), (beta - mean * m).astype(np.float32)
+
+
+def _dense(rng: np.random.Generator, x: object, units: int, bias: bool = True) -> object:
+    y = tf.matmul(x, tf.constant(rng.normal(0, 0.3, (x.shape[-1], units)).astype(np.float32)))
+    return tf.nn.bias_add(y, tf.constant(rng.normal(0, 0.1, units).astype(np.float32))) if bias else y
+
+
+def _pooled(rng: np.random.Generator, x: object, keepdims: bool = False) -> object:
+    h = tf.nn.relu(tf.nn.conv2d(x, tf.constant(rng.normal(0, 0.3, (3, 3, 4, 16)).astype(np.float32)), 1, "SAME"))
+    return tf.reduce_mean(h, [1, 2], keepdims=keepdims)
+
+
+def _bn_before_classifier(rng: np.random.Generator, x: object, form: str) -> object:
+    if form == "4d-flatten":  # RepViT: Mean(keepdims) → FusedBatchNormV3 → Flatten → Dense
+        return _dense(rng, tf.reshape(_bn(rng, _pooled(rng, x, keepdims=True), 16), [1, 16]), 10)
+    if form == "2x2-flatten":  # the Flatten changes the last dimension: its RESHAPE stays, so does the BN
+        h = tf.nn.max_pool2d(tf.nn.conv2d(x, tf.constant(rng.normal(0, 0.3, (3, 3, 4, 16)).astype(np.float32)), 1,
+                                          "SAME"), 4, 4, "VALID")
+        return _dense(rng, tf.reshape(_bn(rng, h, 16), [1, 64]), 10)
+    h = _pooled(rng, x)
+    m, s = _fc_bn_params(rng, 16)
+    if form == "mul-only":
+        return _dense(rng, h * tf.constant(m), 10)
+    if form == "const-first":
+        return _dense(rng, tf.constant(m) * h, 10)
+    if form == "mul-2d":  # not a 1-D multiplier: TensorFlow keeps the MUL
+        return _dense(rng, h * tf.constant(m.reshape(1, -1)), 10)
+    if form == "two-readers":  # folded into the FC, kept for the concatenation
+        g = h * tf.constant(m)
+        return tf.concat([_dense(rng, g, 10), g], axis=-1)
+    g = h * tf.constant(m) + tf.constant(s)
+    if form == "no-bias":  # the shift has no bias to go into: both stay
+        return _dense(rng, g, 10, bias=False)
+    return tf.nn.relu(_dense(rng, g, 10)) if form == "relu" else _dense(rng, g, 10)
+
+
+# name: (form, MULs TensorFlow writes)
+FC_CASES = {
+    "bn-flatten-fc": ("4d-flatten", 0),
+    "bn-fc": ("2d", 0),
+    "bn-fc-relu": ("relu", 0),
+    "mul-fc": ("mul-only", 0),
+    "mul-fc-const-first": ("const-first", 0),
+    "mul-fc-two-readers": ("two-readers", 1),
+    "mul-2d-fc": ("mul-2d", 1),
+    "bn-fc-no-bias": ("no-bias", 1),
+    "bn-flatten-2x2-fc": ("2x2-flatten", 1),
+}
+
+
+@pytest.mark.parametrize("name", list(FC_CASES))
+def test_mul_before_fully_connected_as_tensorflow_folds_it(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    form, muls = FC_CASES[name]
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, SHAPE, name="x")
+        tf.identity(_bn_before_classifier(np.random.default_rng(0), x, form), name="out")
+    model = oracle.FloatGraph(g.as_graph_def().SerializeToString(), ["x"], ["out"], {"x": SHAPE})
+    samples = {"x": np.random.default_rng(1).uniform(-1, 1, (8, *SHAPE[1:])).astype(np.float32)}
+    theirs = oracle.tf_ptq_convert(model, samples)
+    assert sum(n for (b, _), n in _ops(theirs).items() if b == "MUL") == muls  # TensorFlow's behaviour, re-measured
+    stats, calibrated = oracle.tf_calibration_statistics(model, samples)
+    oracle.use_tensorflows_rsqrt(monkeypatch)
+    unpaired = oracle.use_tensorflows_statistics(monkeypatch, stats, calibrated, samples)
+    assert not unpaired, unpaired
+    ours = convert_graph(model.graph_def, inputs=["x"], outputs=["out"], calibration_data=samples).model
+    assert _ops(ours) == _ops(theirs)
     assert not oracle.float_tensors(ours)
     report = oracle.compare_ptq(ours, theirs, samples, ["x"])
     assert not report.unpaired and not report.weight_diffs and not report.zero_point_diffs, report
