@@ -2,7 +2,8 @@
 
 0. ``op(x, w, b) ──▶ MUL(·, m)`` ⇒ ``op(x, w·m, b·m)`` (a BatchNorm's scale; see fold_mul_into_weights)
 0'. ``ADD(x, c) ──▶ FULLY_CONNECTED(·, W, b)`` ⇒ ``FULLY_CONNECTED(x, W, b + W·c)`` when b is not
-   all zeros (TensorFlow's FuseAddAndFullyConnected, applied bottom-up: see fuse_add_into_fully_connected)
+   all zeros (TensorFlow's FuseAddAndFullyConnected, applied bottom-up: see fuse_add_into_fully_connected),
+   and ``MUL(x, m) ──▶ FULLY_CONNECTED(·, W, b)`` ⇒ ``FULLY_CONNECTED(x, W·m, b)`` for a 1-D m
 0''. ``MUL|ADD|SUB(x, c) ──▶ op(·, w, b)`` with a scalar ``c`` ⇒ ``op(x, w·c, b)`` or
    ``op(x, w, b ± Σ w·c)`` (an input scale and offset; see fold_mul_into_following_weights)
 1. ``CONV_2D | DEPTHWISE_CONV_2D | FULLY_CONNECTED (…, bias) ──▶ ADD(·, c)``
@@ -238,7 +239,8 @@ def fuse_activation(graph: Graph, ctx: Context) -> bool:
 
 
 def fuse_add_into_fully_connected(graph: Graph, ctx: Context) -> bool:
-    """``ADD(x, c) ──▶ FULLY_CONNECTED(·, W, b)`` ⇒ ``FULLY_CONNECTED(x, W, b + W·c)``.
+    """``ADD(x, c) ──▶ FULLY_CONNECTED(·, W, b)`` ⇒ ``FULLY_CONNECTED(x, W, b + W·c)`` and
+    ``MUL(x, m) ──▶ FULLY_CONNECTED(·, W, b)`` ⇒ ``FULLY_CONNECTED(x, W·m, b)``.
 
     TensorFlow's optimize pass has both FuseFullyConnectedAndAdd (an add after an FC goes into
     its bias) and FuseAddAndFullyConnected (an add before an FC goes into the FC's bias through
@@ -249,6 +251,13 @@ def fuse_add_into_fully_connected(graph: Graph, ctx: Context) -> bool:
     default weights, a plain float32 constant W, an ADD without activation whose second operand
     is a 1-D float32 constant. The new bias is TensorFlow's FC constant folding: per output,
     ``b[o] + Σ c[j]·W[o, j]`` in float32 with Neumaier compensation, in j order.
+
+    Its FuseMulAndFullyConnected scales W's input columns by a MUL's 1-D float32 constant (one
+    float32 product each; bias or none, any activation): a BatchNormalization before a classifier
+    (``x·m + s``, RepViT's after global pooling) goes entirely into the FC, its shift first, then its
+    scale. The MUL stays for its other readers, if any (measured on TF 2.21: a ``[16]`` multiplier
+    folds, a ``[1, 16]`` one stays a MUL; tests/e2e/test_kcam_patterns.py). Both are tried on each
+    FC until neither applies (TensorFlow's driver repeats its patterns too).
     """
     changed = False
     dead: list[Node] = []
@@ -257,25 +266,57 @@ def fuse_add_into_fully_connected(graph: Graph, ctx: Context) -> bool:
         if r is None or r.rule is not Rule.WEIGHTED or r.weight_axis is not None:  # FULLY_CONNECTED
             continue
         changed |= _fuse_following_bias(graph, node, dead)  # first its own bias add, as TensorFlow does
-        if node.attrs.get("weights_format", "DEFAULT") != "DEFAULT" or len(node.inputs) < 3:
+        if node.attrs.get("weights_format", "DEFAULT") != "DEFAULT":
             continue
-        add = graph.producer(node.inputs[0])
-        ar = row(add.op) if add is not None else None
-        if ar is None or ar.bias_sign <= 0 or add.attrs.get("fused_activation_function", "NONE") != "NONE":
-            continue
-        c, w, b = graph.const(add.inputs[1]), graph.const(node.inputs[1]), graph.const(node.inputs[2])
-        if c is None or w is None or b is None or graph.is_const(add.inputs[0]):
-            continue
-        if c.dtype != np.float32 or w.dtype != np.float32 or c.ndim != 1 or w.ndim != 2 or c.size != w.shape[1]:
-            continue
-        if not np.any(b):
-            continue
-        node.inputs[2] = graph.add_const(f"{node.name}/bias", _fold_fc_bias(c, w, b.astype(np.float32)))
-        node.inputs[0] = add.inputs[0]
-        changed = True
+        while _fold_add_before_fc(graph, node) or _fold_mul_before_fc(graph, node):
+            changed = True
     graph.remove_nodes(dead)
     graph.prune()
     return changed
+
+
+def _fold_add_before_fc(graph: Graph, node: Node) -> bool:
+    """FuseAddAndFullyConnected on one FULLY_CONNECTED (see fuse_add_into_fully_connected)."""
+    if len(node.inputs) < 3:
+        return False
+    add = graph.producer(node.inputs[0])
+    ar = row(add.op) if add is not None else None
+    if ar is None or ar.bias_sign <= 0 or add.attrs.get("fused_activation_function", "NONE") != "NONE":
+        return False
+    c, w, b = graph.const(add.inputs[1]), graph.const(node.inputs[1]), graph.const(node.inputs[2])
+    if c is None or w is None or b is None or graph.is_const(add.inputs[0]):
+        return False
+    if c.dtype != np.float32 or w.dtype != np.float32 or c.ndim != 1 or w.ndim != 2 or c.size != w.shape[1]:
+        return False
+    if not np.any(b):
+        return False
+    node.inputs[2] = graph.add_const(f"{node.name}/bias", _fold_fc_bias(c, w, b.astype(np.float32)))
+    node.inputs[0] = add.inputs[0]
+    return True
+
+
+def _fold_mul_before_fc(graph: Graph, node: Node) -> bool:
+    """FuseMulAndFullyConnected on one FULLY_CONNECTED: ``MUL(x, m)`` with a 1-D float32
+    constant ``m`` (either operand: MUL commutes) and ``x`` of the product's shape ⇒ weights
+    ``W[o, j]·m[j]`` in float32 (``m`` of one element scales every weight)."""
+    mul = graph.producer(node.inputs[0])
+    mr = row(mul.op) if mul is not None else None
+    if mr is None or mr.arith != "mul" or len(mul.inputs) != 2 \
+            or mul.attrs.get("fused_activation_function", "NONE") != "NONE":
+        return False
+    k = 1 if graph.is_const(mul.inputs[1]) else 0 if graph.is_const(mul.inputs[0]) else None
+    w = graph.const(node.inputs[1])
+    if k is None or w is None or graph.is_const(mul.inputs[1 - k]):
+        return False
+    m, x = np.asarray(graph.const(mul.inputs[k])), mul.inputs[1 - k]
+    if m.dtype != np.float32 or w.dtype != np.float32 or m.ndim != 1 or w.ndim != 2 or m.size not in (1, w.shape[1]):
+        return False
+    shape = graph.tensors[x].shape
+    if shape is None or tuple(shape) != tuple(graph.tensors[mul.outputs[0]].shape or ()):
+        return False
+    node.inputs[1] = graph.add_const(f"{node.inputs[1]}/scaled", (w * m.reshape(1, -1)).astype(np.float32))
+    node.inputs[0] = x
+    return True
 
 
 def _fold_fc_bias(c: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:

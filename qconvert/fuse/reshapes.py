@@ -25,15 +25,37 @@ from qconvert.ops import Rule, row
 
 
 def fuse_reshapes_into_fully_connected(graph: Graph, ctx: Context) -> bool:
+    """The RESHAPEs around a Dense on N-D (see _fuse_reshapes_around_fc), where its input's leading
+    dimensions come back unchanged."""
+    return _fuse_reshapes_around_fc(graph, retarget=False)
+
+
+def retarget_reshape_before_fully_connected(graph: Graph, ctx: Context) -> bool:
+    """The RESHAPEs around a Dense on N-D (see _fuse_reshapes_around_fc), also where they do not."""
+    return _fuse_reshapes_around_fc(graph, retarget=True)
+
+
+def _fuse_reshapes_around_fc(graph: Graph, retarget: bool) -> bool:
     """``RESHAPE([..., K] → [N, K]) → FULLY_CONNECTED → RESHAPE([N, O] → [..., O])`` ⇒
     ``FULLY_CONNECTED(keep_num_dims=True)`` on the N-D tensor: a Keras Dense on a 3-D or 4-D
     input (``tensordot``), as TensorFlow fuses it (measured on TF 2.21: one FULLY_CONNECTED v5
-    with keep_num_dims, its bias and ReLU fused). The leading dimensions must come back
-    unchanged; every intermediate has one reader."""
+    with keep_num_dims, its bias and ReLU fused). Every intermediate has one reader.
+
+    When the leading dimensions do not come back (``x: [16, 4, 1, 32] → [16, 128] → FC →
+    [1, 4, 4, 128]``: TinyViT's window attention, whose output projection reads the windows and
+    whose result is the window-reversed map), the first RESHAPE goes straight to the second's
+    leading dimensions (``x → [1, 4, 4, 128]``) and the FULLY_CONNECTED keeps them: one RESHAPE
+    where there were two, as TensorFlow writes it (measured on TF 2.21, also with O ≠ K and an
+    FC that already keeps its dimensions; a second RESHAPE that changes the last dimension stays).
+    That form (``retarget``) runs after the bias adds have fused, which sit between the FC and such
+    a RESHAPE, after RESHAPE chains merged and after a RESHAPE that only puts leading 1s before a
+    broadcasting ADD went (TensorFlow: ``[1, 320] → [1, 1, 1, 320]`` before a residual ADD leaves an
+    FC on ``[1, 320]``; before a convolution it becomes the FC's ``[1, 1, 1, 320]``)."""
     dead: list[Node] = []
+    changed = False
     for fc in graph:
         r = row(fc.op)
-        if r is None or r.rule is not Rule.WEIGHTED or r.weight_axis is not None or fc.attrs.get("keep_num_dims"):
+        if r is None or r.rule is not Rule.WEIGHTED or r.weight_axis is not None:
             continue
         before = graph.producer(fc.inputs[0])
         qdq: list[Node] = []
@@ -50,8 +72,23 @@ def fuse_reshapes_into_fully_connected(graph: Graph, ctx: Context) -> bool:
         x_shape = graph.tensors[before.inputs[0]].shape
         y_shape = graph.tensors[after.outputs[0]].shape
         fc_shape = graph.tensors[fc.outputs[0]].shape
-        if x_shape is None or y_shape is None or len(x_shape) < 3 or len(y_shape) != len(x_shape) \
-                or tuple(y_shape[:-1]) != tuple(x_shape[:-1]) or y_shape[-1] != fc_shape[-1]:
+        mid_shape = graph.tensors[before.outputs[0]].shape
+        if x_shape is None or y_shape is None or fc_shape is None or mid_shape is None or not x_shape \
+                or len(y_shape) < 3 or y_shape[-1] != fc_shape[-1] or after.outputs[0] in graph.outputs:
+            continue
+        if tuple(y_shape[:-1]) != tuple(x_shape[:-1]):
+            if not retarget or qdq or not _is_reshape(before) or not _is_reshape(after):
+                continue
+            # the first RESHAPE goes to the second's leading dimensions, the FC keeps them
+            target = (*y_shape[:-1], mid_shape[-1])
+            before.inputs[1] = graph.add_const(f"{before.name}/shape", np.asarray(target, np.int32))
+            graph.tensors[before.outputs[0]].shape = target
+            fc.outputs = list(after.outputs)
+            fc.attrs["keep_num_dims"] = True
+            dead.append(after)
+            changed = True
+            continue
+        if len(x_shape) < 3 or fc.attrs.get("keep_num_dims"):
             continue
         if qdq:  # the pair moves above the RESHAPE: it quantizes the N-D tensor
             qdq[0].inputs[0] = before.inputs[0]
@@ -64,7 +101,7 @@ def fuse_reshapes_into_fully_connected(graph: Graph, ctx: Context) -> bool:
         dead += [before, after]
     graph.remove_nodes(dead)
     graph.prune()
-    return bool(dead)
+    return bool(dead) or changed
 
 
 def drop_reshape_before_fully_connected(graph: Graph, ctx: Context) -> bool:

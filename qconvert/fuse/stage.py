@@ -20,6 +20,7 @@ from qconvert.fuse.reshapes import (
     keep_reduced_dims,
     merge_reshapes,
     move_binary_before_reshape,
+    retarget_reshape_before_fully_connected,
 )
 from qconvert.ir.passes import Stage
 
@@ -29,6 +30,8 @@ FUSE = Stage("fuse", "fuse", "zero Pad into SAME convs; Dense on N-D; ops across
               move_binary_before_reshape, merge_reshapes, keep_reduced_dims, drop_reshape_before_broadcast,
               remove_identity_arith, fuse_add_into_fully_connected, fuse_bias_add, fold_mul_into_weights,
               fuse_hard_swish, fold_mul_into_following_weights, fuse_bias_add, fold_mul_into_weights, fuse_bias_add,
-              fold_constant_adds, fuse_activation,
+              fold_constant_adds, merge_reshapes, drop_reshape_before_broadcast,
+              retarget_reshape_before_fully_connected,
+              merge_reshapes, fuse_activation,
               fuse_hard_swish,
               fuse_prelu))
