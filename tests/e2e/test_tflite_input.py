@@ -358,3 +358,24 @@ def test_real_float_files_convert_fully_int8(path: str) -> None:
     assert not oracle.float_tensors(ours)
     assert len(read_model(ours).operators) >= len(info.operators) - 1  # a RESHAPE before a FULLY_CONNECTED may go
     oracle.assert_run_equals_litert(ours, n=2)
+
+
+def test_compare_takes_the_float_file(tmp_path: Path) -> None:
+    """`qconvert compare model.tflite model_quant.tflite`: every int8 op against the float file's tensor,
+    with the float side computed from the .tflite as from the .pb it came from."""
+    import oracle
+
+    from qconvert.api import convert_graph
+    from qconvert.tools.compare import compare
+
+    model, samples = _small_model()
+    flt = tmp_path / "m.tflite"
+    flt.write_bytes(oracle.tf_float_convert(model))
+    q = tmp_path / "q.tflite"
+    q.write_bytes(convert_graph(flt, calibration_data=samples).model)
+    pb = tmp_path / "m.pb"
+    pb.write_bytes(model.graph_def)
+    a, b = compare(flt, q, samples), compare(pb, q, samples, inputs=model.inputs, outputs=model.outputs)
+    assert not a.unmapped and len(a.rows) == len(b.rows) > 0
+    for x, y in zip(a.rows, b.rows):
+        assert x.e2e.snr_db() == pytest.approx(y.e2e.snr_db(), abs=0.5) and x.e2e.snr_db() > 20, (x, y)
