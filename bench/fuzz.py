@@ -1,9 +1,12 @@
 """Fuzz qconvert with mutated .pb and .tflite files, in process.
 
-    python bench/fuzz.py --count 20000 --seed 0 [--kind pb|tflite|both] [--real]
+    python bench/fuzz.py --count 20000 --seed 0 [--kind pb|tflite|float|both] [--real]
 
+``tflite`` mutates an int8 file and dumps it; ``float`` mutates a float .tflite (built here,
+without TensorFlow: conv, pool, reshape, dense, softmax) and converts it with calibration data.
 ``--real`` also mutates every .tflite under ../shared/realmodels/ (files written by other
-people's converters: TOCO, the MLIR converter, Vela; custom ops, uint8, options as lists).
+people's converters: TOCO, the MLIR converter, Vela; custom ops, uint8, options as lists), and
+converts mutations of its float files.
 
 Every input must end with exit code 0, 1 or 2, without "internal error" or
 "Traceback" on stderr, within --timeout seconds. Prints counts per exit code,
@@ -106,6 +109,56 @@ def crafted_tflite(base: bytes, limit: int = 2048) -> Iterator[tuple[str, bytes]
     buf = bytearray(base)
     struct.pack_into("<i", buf, root, -(len(base) * 4))  # vtable far outside the file
     yield "root-vtable-out", bytes(buf)
+
+
+def float_tflite(seed: int = 0) -> bytes:
+    """A small float .tflite written by qconvert's own writer (no TensorFlow): input [1,8,8,3] →
+    CONV_2D (RELU) → MAX_POOL_2D → RESHAPE → FULLY_CONNECTED → SOFTMAX, weights from ``seed``."""
+    import numpy as np
+
+    from qconvert.ir import Graph, Node, Tensor
+    from qconvert.schema.writer import write_model
+
+    rng = np.random.default_rng(seed)
+    g = Graph()
+    g.add_tensor(Tensor("input", "float32", (1, 8, 8, 3)))
+    g.inputs = ["input"]
+    w = g.add_const("conv/w", rng.normal(0, 0.3, (4, 3, 3, 3)).astype(np.float32))
+    b = g.add_const("conv/b", rng.normal(0, 0.1, 4).astype(np.float32))
+    fw = g.add_const("fc/w", rng.normal(0, 0.3, (5, 64)).astype(np.float32))
+    fb = g.add_const("fc/b", rng.normal(0, 0.1, 5).astype(np.float32))
+    shape = g.add_const("flat/shape", np.asarray([1, 64], np.int32))
+    for name, dims in (("conv", (1, 8, 8, 4)), ("pool", (1, 4, 4, 4)), ("flat", (1, 64)), ("fc", (1, 5)),
+                       ("output", (1, 5))):
+        g.add_tensor(Tensor(name, "float32", dims))
+    g.add_node(Node("CONV_2D", ["input", w, b], ["conv"], {"padding": "SAME", "stride_w": 1, "stride_h": 1,
+                    "fused_activation_function": "RELU", "dilation_w_factor": 1, "dilation_h_factor": 1}, "conv"))
+    g.add_node(Node("MAX_POOL_2D", ["conv"], ["pool"], {"padding": "VALID", "stride_w": 2, "stride_h": 2,
+                    "filter_width": 2, "filter_height": 2, "fused_activation_function": "NONE"}, "pool"))
+    g.add_node(Node("RESHAPE", ["pool", shape], ["flat"], {}, "flat"))
+    g.add_node(Node("FULLY_CONNECTED", ["flat", fw, fb], ["fc"], {"fused_activation_function": "NONE"}, "fc"))
+    g.add_node(Node("SOFTMAX", ["fc"], ["output"], {"beta": 1.0}, "output"))
+    g.outputs = ["output"]
+    return write_model(g, description="fuzz float seed")
+
+
+def float_samples(data: bytes, path: Path, n: int = 2) -> bool:
+    """Calibration samples for the float inputs of the .tflite ``data``, saved to ``path`` (.npz);
+    False when the file cannot be read or has a non-float input."""
+    import numpy as np
+
+    from qconvert.schema.reader import read_model
+
+    try:
+        info = read_model(data)
+        ins = [info.tensors[i] for i in info.inputs]
+    except (ValueError, IndexError):
+        return False
+    if not ins or any(t.dtype != "float32" for t in ins):
+        return False
+    rng = np.random.default_rng(0)
+    np.savez(path, **{t.name: rng.uniform(-1, 1, (n, *t.shape[1:])).astype(np.float32) for t in ins})
+    return True
 
 
 def tiny_graphdef() -> bytes:
@@ -227,6 +280,39 @@ def fuzz_tflite(cases: Iterator[tuple[str, bytes]], workdir: Path, timeout: floa
     return stats
 
 
+def fuzz_float_tflite(cases: Iterator[tuple[str, bytes]], workdir: Path, samples: Path,
+                      timeout: float = 10.0) -> Stats:
+    """Convert each mutated float .tflite with the calibration data ``samples`` (.npz)."""
+    stats = Stats()
+    src, out = workdir / "float.tflite", workdir / "float_int8.tflite"
+    for i, (kind, data) in enumerate(cases):
+        src.write_bytes(data)
+        if out.exists():
+            out.unlink()
+        o = run_main([str(src), "--calibration-data", str(samples), "-o", str(out)], timeout)
+        if o.code != 0 and out.exists():  # never a partial output file
+            o.code = f"exit {o.code} with an output file"
+        stats.add(f"float#{i}:{kind}", o, data)
+    return stats
+
+
+def real_float_seeds(root: Path = REALMODELS) -> list[tuple[str, bytes]]:
+    """The float .tflite files under ``root`` that convert as they are (qconvert's float inputs)."""
+    seeds = []
+    for name, data in real_tflite_seeds(root):
+        with tempfile.TemporaryDirectory() as tmp:
+            x = Path(tmp) / "x.npz"
+            if float_samples(data, x) and run_main([str(_write(Path(tmp) / "m.tflite", data)), "--calibration-data",
+                                                    str(x), "-o", str(Path(tmp) / "o.tflite")]).code == 0:
+                seeds.append((name, data))
+    return seeds
+
+
+def _write(path: Path, data: bytes) -> Path:
+    path.write_bytes(data)
+    return path
+
+
 def max_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
 
@@ -255,7 +341,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--count", type=int, default=20000, help="mutated inputs per kind (default 20000)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--kind", choices=("pb", "tflite", "both"), default="both")
+    ap.add_argument("--kind", choices=("pb", "tflite", "float", "both"), default="both")
     ap.add_argument("--base", choices=("example", "tiny"), default="example", help=".pb to mutate")
     ap.add_argument("--timeout", type=float, default=10.0, help="per-input limit, seconds")
     ap.add_argument("--save-dir", type=Path, default=None, help="save failing inputs here")
@@ -290,6 +376,21 @@ def main(argv: list[str] | None = None) -> int:
                 stats = fuzz_tflite(seeded_mutations(seeds, per_seed, args.seed), work, args.timeout)
                 _report(f".tflite real files x{per_seed} ({time.perf_counter() - t0:.1f} s)", stats, args.save_dir,
                         ".tflite")
+                failed += len(stats.failures)
+        if args.kind in ("float", "both"):
+            base = float_tflite()
+            x = work / "x.npz"
+            float_samples(base, x)
+            t0 = time.perf_counter()
+            stats = fuzz_float_tflite(mutations(base, args.count, args.seed), work, x, args.timeout)
+            _report(f"float .tflite converted ({time.perf_counter() - t0:.1f} s)", stats, args.save_dir, ".tflite")
+            failed += len(stats.failures)
+            for name, data in (real_float_seeds() if args.real else []):
+                x = work / "real.npz"
+                float_samples(data, x)
+                per_seed = max(1, args.count // 20)
+                stats = fuzz_float_tflite(seeded_mutations([(name, data)], per_seed, args.seed), work, x, args.timeout)
+                _report(f"float {name} x{per_seed}", stats, args.save_dir, ".tflite")
                 failed += len(stats.failures)
     rss1 = max_rss_mb()
     print(f"max RSS {rss1:.0f} MB (start {rss0:.0f} MB, growth {rss1 - rss0:+.0f} MB)")

@@ -84,10 +84,11 @@ def _option_flags(command: str) -> Any:
 @click.group(cls=_DefaultToConvert, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="qconvert", message="qconvert %(version)s")
 def cli() -> None:
-    """Convert TensorFlow graphs (.pb, SavedModel, Keras) to integer TFLite models.
+    """Convert TensorFlow graphs (.pb, SavedModel, Keras) and float .tflite files to integer TFLite models.
 
     \b
     qconvert MODEL.pb --inputs-range input=-1,1      (same as: qconvert convert ...)
+    qconvert MODEL.tflite --calibration-data x.npz   (a float .tflite from any producer)
     qconvert calibrate MODEL.pb --calibration-data shard/ --save-stats s.npz
     qconvert batch models/ --manifest models.toml --report report.json [--shard 2/4]
     qconvert merge-reports shard1.json shard2.json -o report.json
@@ -100,13 +101,13 @@ def cli() -> None:
 
 @cli.command()
 @click.argument("model", type=click.Path(dir_okay=True, path_type=str))
-@click.option("-o", "--output", "output", type=click.Path(path_type=str), help="Output .tflite (default: MODEL with .tflite).")
+@click.option("-o", "--output", "output", type=click.Path(path_type=str), help="Output .tflite (default: MODEL with .tflite; MODEL_quant.tflite for a .tflite MODEL).")
 @_option_flags("convert")
 @click.option("--report", "report", metavar="FILE|-", help="Write a JSON report (format: docs/formats.md); - for stdout.")
 @click.option("--debug", is_flag=True, help="Show a traceback on errors.")
 def convert(model: str, output: str | None, report: str | None, debug: bool, **words: Any) -> None:
-    """Convert a frozen GraphDef MODEL.pb (QAT, or float with --calibration-data), a SavedModel or a
-    Keras file to an integer TFLite model. Every option: docs/cli.md."""
+    """Convert a frozen GraphDef MODEL.pb (QAT, or float with --calibration-data), a SavedModel, a
+    Keras file or a float MODEL.tflite to an integer TFLite model. Every option: docs/cli.md."""
 
     def work() -> None:
         from qconvert import api

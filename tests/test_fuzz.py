@@ -96,6 +96,28 @@ def test_mutated_tflite_dump_no_internal_error(tflite_stats) -> None:
     assert not _internal_errors(stats), _internal_errors(stats)
 
 
+@pytest.fixture(scope="module")
+def float_stats(tmp_path_factory) -> tuple[fuzz.Stats, float]:
+    """Mutations of a float .tflite (qconvert's own writer, no TensorFlow), converted with calibration data."""
+    base = fuzz.float_tflite()
+    work = tmp_path_factory.mktemp("fuzz_float")
+    samples = work / "x.npz"
+    assert fuzz.float_samples(base, samples)
+    assert fuzz.run_main([str(fuzz._write(work / "base.tflite", base)), "--calibration-data", str(samples),
+                          "-o", str(work / "base_int8.tflite")]).code == 0
+    rss0 = _rss_mb()
+    stats = fuzz.fuzz_float_tflite(fuzz.mutations(base, COUNT, SEED), work, samples, TIMEOUT)
+    return stats, _rss_mb() - rss0
+
+
+def test_mutated_float_tflite_convert_contract(float_stats) -> None:
+    """Converting a damaged float .tflite: exit 0, 1 or 2, one line, no partial output, in time."""
+    stats, growth = float_stats
+    assert sum(stats.codes.values()) == COUNT and stats.codes[0] > 0
+    _contract(stats, growth)
+    assert not _internal_errors(stats), _internal_errors(stats)
+
+
 REAL_PER_SEED = 12
 
 

@@ -1,6 +1,7 @@
 """The conversion itself: a model in, TFLite bytes and the final IR out (no file written).
 
-``run_conversion`` loads the model (``frontend.load``), opens the calibration sources the
+``run_conversion`` loads the model (``load_graph``: a float .tflite through ``schema.reader``
+and ``frontend.tflite_graph``, anything else through ``frontend.load``), opens the calibration sources the
 options name, runs the pipeline and serialises the result. ``qconvert.api.convert`` adds
 what a user's job needs around it (targets, the atomic write, the report record);
 ``convert_graph`` is the older keyword form, kept for callers of the 0.1 API.
@@ -16,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Mapping, TextIO
 
+import numpy as np
+
 from qconvert import __version__
 from qconvert.converter.pipeline import run
 from qconvert.converter.record import build_record
@@ -24,6 +27,7 @@ from qconvert.frontend.importer import import_graph
 from qconvert.frontend.load import read_nodes
 from qconvert.ir import Graph
 from qconvert.options import ConvertOptions
+from qconvert.schema.codes import FILE_IDENTIFIER
 from qconvert.schema.requant_metadata import METADATA_NAME, encode
 from qconvert.schema.writer import write_model
 
@@ -60,21 +64,96 @@ class Result:
 
 def run_conversion(model: bytes | str | os.PathLike, options: ConvertOptions, progress: Any = None,
                    dump_to: TextIO | None = None, debug: bool = False, stop_before: str | None = None) -> Result:
-    """Convert ``model`` (a frozen GraphDef path or bytes, a SavedModel directory, a Keras file)
+    """Convert ``model`` (a float .tflite or frozen GraphDef, path or bytes; a SavedModel directory, a Keras file)
     as ``options`` say. ``progress(done, total)`` hears about calibration samples;
     ``dump_to`` takes ``options.dump_after``'s IR; ``debug`` checks invariants after every pass;
     ``stop_before``: end before that stage (``Result.model`` is then empty)."""
     with _no_cyclic_gc():
-        nodes, inputs, outputs = read_nodes(model, options.inputs, options.outputs)
-        graph = import_graph(nodes, inputs, outputs, options.input_shapes, options.precision.allow_custom_ops)
-        calibration = _calibration(graph, options, progress)
+        graph, notes = load_graph(model, options)
+        calibration = _calibration(graph, options, progress)  # the samples' shapes checked against the inputs
+        if is_tflite(model):
+            _check_computes(graph, "the model" if isinstance(model, (bytes, bytearray)) else f"'{os.fspath(model)}'")
         graph, ctx = run(graph, options, calibration, stop_before=stop_before, dump_to=dump_to, debug=debug)
         recorded = calibration.recorded if calibration is not None else None
         if stop_before is not None:
-            return Result(b"", graph, list(ctx.notes), recorded)
+            return Result(b"", graph, notes + list(ctx.notes), recorded)
         if not options.precision.dynamic_range:  # records describe the integer kernels (none: float activations)
             graph.metadata[METADATA_NAME] = encode(ctx.requant, int16=options.precision.activations == "int16")
-        return Result(write_model(graph, description=_description()), graph, list(ctx.notes), recorded)
+        return Result(write_model(graph, description=_description()), graph, notes + list(ctx.notes), recorded)
+
+
+def is_tflite(model: bytes | str | os.PathLike) -> bool:
+    """``model`` is a TFLite flatbuffer: bytes with the TFL3 identifier, or a file named
+    ``.tflite`` or starting so."""
+    if isinstance(model, (bytes, bytearray)):
+        return bytes(model[4:8]) == FILE_IDENTIFIER
+    p = Path(model)
+    if not p.is_file():
+        return False
+    if p.suffix.lower() == ".tflite":
+        return True
+    try:
+        with p.open("rb") as f:
+            return f.read(8)[4:8] == FILE_IDENTIFIER
+    except OSError:
+        return False
+
+
+def load_graph(model: bytes | str | os.PathLike, options: ConvertOptions) -> tuple[Graph, list[str]]:
+    """The IR graph of any supported input (a float .tflite, a frozen GraphDef, a SavedModel,
+    a Keras file), cut to ``options.inputs``/``outputs``, and the notes the reading gives. A
+    .tflite's operators are checked by running them once (``_check_computes``) after the
+    calibration data's shapes are checked against its inputs."""
+    if is_tflite(model):
+        from qconvert.frontend.tflite_graph import import_tflite
+        from qconvert.schema.reader import read_model
+
+        source = "the model" if isinstance(model, (bytes, bytearray)) else f"'{os.fspath(model)}'"
+        try:
+            data = bytes(model) if isinstance(model, (bytes, bytearray)) else Path(model).read_bytes()
+        except OSError as exc:
+            raise ConversionError(f"cannot read {source}: {exc.strerror}") from None
+        try:
+            info = read_model(data)
+        except ValueError as exc:
+            raise ConversionError(f"{source}: {exc}") from None
+        return import_tflite(info, options.inputs, options.outputs, options.input_shapes, source=source)
+    nodes, inputs, outputs = read_nodes(model, options.inputs, options.outputs)
+    return import_graph(nodes, inputs, outputs, options.input_shapes, options.precision.allow_custom_ops), []
+
+
+def _check_computes(graph: Graph, source: str) -> None:
+    """Run a .tflite's graph once on zeros and check that every operator computes the shape the file
+    gives its output. A file is untrusted input: an operator with an operand too many, a stride of 0
+    or a shape that does not follow from its inputs is one error naming it, before any pass trusts it."""
+    from qconvert.calibration.executor import evaluate
+
+    values: dict[str, Any] = {}
+    for name in graph.inputs:
+        t = graph.tensors[name]
+        values[name] = np.zeros(t.shape or (), np.dtype(t.dtype) if t.dtype != "float16" else np.float32)
+    readers = {t: len(graph.consumers(t)) for n in graph.nodes for t in n.outputs}
+    for node in graph.nodes:
+        args = [None if not i or graph.tensors[i].variable else values[i] if i in values else graph.const(i)
+                for i in node.inputs]
+        where = f"{source}: operator '{node.name}' ({node.op})"
+        try:
+            y = evaluate(graph, node, args, 1)
+        except ConversionError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a kernel meeting operands or options the op cannot have
+            raise ConversionError(f"{where} cannot run on the file's operands ({type(exc).__name__}: {exc}); "
+                                  "the file is damaged or not what TFLite's kernel takes") from None
+        y = y[0] if isinstance(y, tuple) else y
+        want = graph.tensors[node.outputs[0]].shape
+        if want is not None and tuple(np.shape(y)) != tuple(want):
+            raise ConversionError(f"{where} computes shape {list(np.shape(y))}, but the file says {list(want)}")
+        values[node.outputs[0]] = y
+        for i in set(node.inputs):  # free what no later node reads
+            if i in readers:
+                readers[i] -= 1
+                if readers[i] == 0 and i not in graph.outputs:
+                    values.pop(i, None)
 
 
 def _calibration(graph: Graph, options: ConvertOptions, progress: Any) -> Calibration | None:
@@ -177,7 +256,11 @@ def calibrate_graph(model: bytes | str | os.PathLike, calibration_data: Any, opt
 
 
 def default_output(model: str | os.PathLike) -> Path:
-    return Path(model).with_suffix(".tflite")
+    """MODEL with .tflite; MODEL_quant.tflite for a .tflite input (never the input itself)."""
+    p = Path(model)
+    if p.suffix.lower() == ".tflite":
+        return p.with_name(f"{p.stem}_quant.tflite")
+    return p.with_suffix(".tflite")
 
 
 def _description() -> str:

@@ -37,6 +37,8 @@ class TensorInfo:
     # BlockwiseQuantization details: (scales tensor, zero-points tensor, block size)
     blockwise: tuple[int, int, int] | None = None
     is_variable: bool = False  # a state tensor (SVDF, LSTM) the op updates in place; starts at zero
+    shape_signature: tuple[int, ...] = ()  # the shape with -1 where a dimension is dynamic (empty: as shape)
+    sparse: bool = False  # a constant stored sparse (TensorT.sparsity): its buffer is not the dense array
 
     def array(self) -> np.ndarray | None:
         """The constant as a numpy array of its dtype and shape."""
@@ -90,12 +92,21 @@ class SubgraphInfo:
 
 
 @dataclass
+class SignatureInfo:
+    key: str  # the signature's name ("serving_default")
+    subgraph: int
+    inputs: dict[str, int]  # the signature's input name → tensor index in its subgraph
+    outputs: dict[str, int]
+
+
+@dataclass
 class ModelInfo:
     version: int
     description: str
     operator_codes: list[OperatorCodeInfo]
     subgraphs: list[SubgraphInfo]
     metadata: dict[str, bytes]
+    signatures: list[SignatureInfo] = field(default_factory=list)
 
     # The first subgraph, which is the model for everything qconvert writes.
     @property
@@ -242,6 +253,8 @@ def _convert(model: Any, data: bytes) -> ModelInfo:
                     quantized_dimension=0 if q is None else int(q.quantizedDimension),
                     blockwise=_blockwise(q),
                     is_variable=bool(t.isVariable),
+                    shape_signature=tuple(_ints(t.shapeSignature)),
+                    sparse=t.sparsity is not None,
                 )
             )
 
@@ -291,10 +304,25 @@ def _convert(model: Any, data: bytes) -> ModelInfo:
     for entry in model.metadata or []:
         metadata[_text(entry.name)] = buffer_bytes(int(entry.buffer)) or b""
 
+    signatures = []
+    for sig in model.signatureDefs or []:
+        index = int(sig.subgraphIndex)
+        if not 0 <= index < len(subgraphs):
+            raise _fail(f"signature '{_text(sig.signatureKey)}' refers to subgraph {index} ({len(subgraphs)} subgraphs)")
+        n = len(subgraphs[index].tensors)
+        ports = []
+        for entries in (sig.inputs or [], sig.outputs or []):
+            ports.append({_text(e.name): int(e.tensorIndex) for e in entries})
+            for name, i in ports[-1].items():
+                if not 0 <= i < n:
+                    raise _fail(f"signature '{_text(sig.signatureKey)}' maps '{name}' to tensor {i} ({n} tensors)")
+        signatures.append(SignatureInfo(_text(sig.signatureKey), index, ports[0], ports[1]))
+
     return ModelInfo(
         version=int(model.version),
         description=_text(model.description),
         operator_codes=codes,
         subgraphs=subgraphs,
         metadata=metadata,
+        signatures=signatures,
     )

@@ -138,9 +138,9 @@ def plan(args: Sequence[str], manifest: str | None = None) -> list[Job]:
         if "output" in entry:
             output = entry["output"]
         elif "output_dir" in defaults:
-            output = str(Path(defaults["output_dir"]) / Path(model).with_suffix(".tflite").name)
+            output = str(Path(defaults["output_dir"]) / api.default_output(model).name)
         else:
-            output = str(Path(model).with_suffix(".tflite"))
+            output = str(api.default_output(model))
         if "options" not in entry:  # not in the manifest: its [defaults]
             entry = {"options": defaults["build"]() if "build" in defaults else ConvertOptions()}
         jobs.append(Job(model, output, entry["options"]))

@@ -38,6 +38,7 @@ import numpy as np
 from qconvert.calibration import executor
 from qconvert.calibration.calibrate import Calibration
 from qconvert.calibration.data import Samples, as_samples, open_samples
+from qconvert.converter.conversion import is_tflite, load_graph
 from qconvert.converter.pipeline import run
 from qconvert.errors import ConversionError, RunError
 from qconvert.frontend.importer import import_graph
@@ -266,13 +267,17 @@ def compare(pb: str | os.PathLike, tflite: str | os.PathLike, data: str | os.Pat
             input_shapes: Mapping[str, Sequence[int]] | None = None, runtime: str = "litert-ref") -> Report:
     model, engine = _int8_model(tflite, runtime)
     tensors = model.tensors
-    nodes, inputs, outputs = read_nodes(pb, inputs, outputs)  # as `convert` reads it
-    names = {n.name for n in nodes}
-    if inputs is None and all(n in names for n in model.input_names):  # the .tflite's names, when the .pb
-        inputs = list(model.input_names)                                # has them (qconvert keeps them)
-    if outputs is None and all(n in names for n in model.output_names):
-        outputs = list(model.output_names)
-    graph = float_graph(nodes, inputs, outputs, input_shapes)
+    if is_tflite(pb):  # a float .tflite: the model the int8 file was converted from
+        options = ConvertOptions.of(inputs=inputs, outputs=outputs)
+        graph = run(load_graph(pb, options)[0], options, Calibration(), stop_before="calibrate")[0]
+    else:
+        nodes, inputs, outputs = read_nodes(pb, inputs, outputs)  # as `convert` reads it
+        names = {n.name for n in nodes}
+        if inputs is None and all(n in names for n in model.input_names):  # the .tflite's names, when the .pb
+            inputs = list(model.input_names)                                # has them (qconvert keeps them)
+        if outputs is None and all(n in names for n in model.output_names):
+            outputs = list(model.output_names)
+        graph = float_graph(nodes, inputs, outputs, input_shapes)
     if len(graph.inputs) != len(model.input_names) or len(graph.outputs) != len(model.output_names):
         raise ConversionError(
             f"the .pb has {len(graph.inputs)} input(s) and {len(graph.outputs)} output(s), the .tflite "
