@@ -7,6 +7,8 @@ and canonicalizer move them.
    on both shapes (see move_binary_before_reshape), so a Conv1D's bias and BatchNorm fuse;
    then chains of RESHAPEs merge (see merge_reshapes), and a reduction whose RESHAPE only puts
    back the reduced dimensions keeps them (see keep_reduced_dims).
+   An activation after a RESHAPE or TRANSPOSE moves before it (see move_activation_before_reshape),
+   so it fuses into the op before.
 3. ``RESHAPE(s: [1, C] → [1, 1, 1, C]) ──▶ MUL|ADD|SUB(x, ·)`` ⇒ the op on ``s``, which broadcasts
    the same (see drop_reshape_before_broadcast): a squeeze-and-excite scale.
 """
@@ -188,6 +190,43 @@ def move_binary_before_reshape(graph: Graph, ctx: Context) -> bool:
         reshape.outputs = [out]
         graph.move_after(reshape, binary)
         moved = True
+    return moved
+
+
+def move_activation_before_reshape(graph: Graph, ctx: Context) -> bool:
+    """``MOVE(x) ──▶ ACT`` ⇒ ``ACT(x) ──▶ MOVE``, where MOVE only moves elements (RESHAPE, SQUEEZE,
+    EXPAND_DIMS, TRANSPOSE, DEPTH_TO_SPACE: ``moves_elements``), ACT is element-wise on one operand
+    (RELU, RELU6, RELU_N1_TO_1, LOGISTIC, TANH: ``hoists``), the MOVE's output is read by the ACT only
+    and is no graph output, and both are float. TensorFlow's optimize pass reorders them so (measured
+    on TF 2.21, post-training: ``conv → RESHAPE|TRANSPOSE|DEPTH_TO_SPACE → RELU`` is ``CONV_2D(RELU) →
+    RESHAPE``; ``SPLIT → RESHAPE → RELU`` is ``SPLIT → RELU → RESHAPE`` (EfficientViT_B0's linear
+    attention on a 1x1 map); ``MEAN(keep_dims=False) → RESHAPE → RELU`` keeps the RESHAPE after the RELU,
+    so the MEAN does not keep its dimensions; LOGISTIC and TANH too; LEAKY_RELU stays, and so does
+    an ACT after a RESHAPE that has another reader). Moved again across chains of such ops."""
+    moved = False
+    changed = True
+    while changed:
+        changed = False
+        for act in list(graph):
+            r = row(act.op)
+            if r is None or not r.hoists or len(act.inputs) != 1:
+                continue
+            move = graph.producer(act.inputs[0])
+            m = None if move is None else row(move.op)
+            if m is None or not m.moves_elements or move.outputs[0] in graph.outputs \
+                    or len(graph.consumers(move.outputs[0])) != 1 or len(move.outputs) != 1:
+                continue
+            x, mid, out = move.inputs[0], move.outputs[0], act.outputs[0]
+            x_shape = graph.tensors[x].shape
+            if x_shape is None or graph.tensors[x].dtype != graph.tensors[out].dtype:
+                continue
+            act.inputs[0] = x
+            act.outputs = [mid]
+            graph.tensors[mid].shape = tuple(x_shape)
+            move.inputs[0] = mid
+            move.outputs = [out]
+            graph.move_after(move, act)
+            changed = moved = True
     return moved
 
 

@@ -325,3 +325,84 @@ def test_reshapes_around_window_projection_as_tensorflow_writes_them(name: str,
     report = oracle.compare_ptq(ours, theirs, samples, ["x"])
     assert not report.unpaired and not report.weight_diffs and not report.zero_point_diffs, report
     assert report.max_rel_scale == 0 and report.max_lsb == 0, report
+
+
+def _conv(rng: np.random.Generator, x: object, co: int) -> object:
+    return tf.nn.conv2d(x, tf.constant(rng.normal(0, 0.3, (1, 1, x.shape[-1], co)).astype(np.float32)), 1, "SAME")
+
+
+def _moved_activation(rng: np.random.Generator, x: object, form: str) -> object:
+    h = _conv(rng, x, 8)
+    if form == "split-reshape-relu":  # EfficientViT_B0's linear attention on a 1x1 map: q, k = relu(q), relu(k)
+        q, k, v = tf.split(tf.reshape(tf.concat([h, _conv(rng, x, 4)], -1), [1, 4, 4, 12]), 3, axis=-1)
+        q, k = tf.nn.relu(tf.reshape(q, [1, 16, 4])), tf.nn.relu(tf.reshape(k, [1, 16, 4]))
+        return tf.matmul(tf.reshape(v, [1, 16, 4]), tf.matmul(q, k, transpose_a=True))
+    if form == "transpose-relu":  # fuses into the convolution once before the TRANSPOSE
+        return tf.nn.relu(tf.transpose(h, [0, 2, 1, 3]))
+    if form == "reshape-relu6-reshape":
+        return tf.reshape(tf.nn.relu6(tf.reshape(h, [1, 16, 8])), [1, 128])
+    if form == "depth-to-space-relu":
+        return tf.nn.relu(tf.nn.depth_to_space(h, 2))
+    if form == "transpose-sigmoid":
+        return tf.sigmoid(tf.transpose(h, [0, 2, 1, 3]))
+    if form == "reshape-tanh":
+        return tf.tanh(tf.reshape(h, [1, 16, 8]))
+    if form == "mean-reshape-relu":  # the RESHAPE stays after the RELU: the MEAN does not keep its dimensions
+        return _conv(rng, tf.nn.relu(tf.reshape(tf.reduce_mean(h, [1, 2]), [1, 1, 1, 8])), 4)
+    if form == "reshape-relu-two-readers":  # the RESHAPE has another reader: the RELU stays after it
+        r = tf.reshape(h, [1, 16, 8])
+        return tf.concat([tf.nn.relu(r), r * 2.0], -1)
+    assert form == "reshape-leaky-relu"  # not one of the element-wise ops TensorFlow moves
+    return tf.nn.leaky_relu(tf.reshape(h, [1, 16, 8]))
+
+
+# name: (what reads the activation's input in TensorFlow's file, by activation), re-measured below
+MOVED_CASES = {
+    "split-reshape-relu": {"RELU": ["SPLIT", "SPLIT"]},
+    "transpose-relu": {},
+    "reshape-relu6-reshape": {},
+    "depth-to-space-relu": {},
+    "transpose-sigmoid": {"LOGISTIC": ["CONV_2D"]},
+    "reshape-tanh": {"TANH": ["CONV_2D"]},
+    "mean-reshape-relu": {"RELU": ["MEAN"]},
+    "reshape-relu-two-readers": {"RELU": ["RESHAPE"]},
+    "reshape-leaky-relu": {"LEAKY_RELU": ["RESHAPE"]},
+}
+
+
+def _activation_inputs(tflite: bytes) -> dict[str, list[str]]:
+    """For each RELU, RELU6, LOGISTIC, TANH and LEAKY_RELU op: the op that writes its input."""
+    sg = read_model(tflite).subgraphs[0]
+    writer = {t: o.builtin for o in sg.operators for t in o.outputs}
+    out: dict[str, list[str]] = {}
+    for o in sg.operators:
+        if o.builtin in ("RELU", "RELU6", "LOGISTIC", "TANH", "LEAKY_RELU"):
+            out.setdefault(o.builtin, []).append(writer.get(o.inputs[0], "input"))
+    return out
+
+
+@pytest.mark.parametrize("name", list(MOVED_CASES))
+def test_activation_moves_before_reshape_as_tensorflow_writes_it(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An element-wise activation after an op that only moves elements (RESHAPE, TRANSPOSE, DEPTH_TO_SPACE)
+    read by it alone goes before that op, as TensorFlow's optimize pass reorders them (then fuses into
+    the convolution); EfficientViT_B0: ``SPLIT → RELU → RESHAPE``, where the scales of dead ReLUs paired
+    with other tensors."""
+    shape = [1, 4, 4, 4]
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, shape, name="x")
+        tf.identity(_moved_activation(np.random.default_rng(0), x, name), name="out")
+    model = oracle.FloatGraph(g.as_graph_def().SerializeToString(), ["x"], ["out"], {"x": shape})
+    samples = {"x": np.random.default_rng(1).uniform(-1, 1, (8, *shape[1:])).astype(np.float32)}
+    theirs = oracle.tf_ptq_convert(model, samples)
+    assert _activation_inputs(theirs) == MOVED_CASES[name]  # TensorFlow's behaviour, re-measured
+    stats, calibrated = oracle.tf_calibration_statistics(model, samples)
+    unpaired = oracle.use_tensorflows_statistics(monkeypatch, stats, calibrated, samples)
+    assert not unpaired, unpaired
+    ours = convert_graph(model.graph_def, inputs=["x"], outputs=["out"], calibration_data=samples).model
+    assert _ops(ours) == _ops(theirs)
+    assert _activation_inputs(ours) == _activation_inputs(theirs)
+    assert not oracle.float_tensors(ours)
+    report = oracle.compare_ptq(ours, theirs, samples, ["x"])
+    assert not report.unpaired and not report.weight_diffs and not report.zero_point_diffs, report
+    assert report.max_rel_scale == 0 and report.max_lsb == 0, report

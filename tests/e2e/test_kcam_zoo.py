@@ -4,12 +4,14 @@ bench/kcam_zoo_ptq.py measures all twelve).
 
 Given TensorFlow's recorded ranges (``oracle.use_tensorflows_statistics``, TensorFlow's rsqrt),
 qconvert writes TensorFlow's op list, every activation scale and zero point and every weight equal,
-and outputs 0 LSB apart in LiteRT REF. Seven models at their smallest input (about 10 s each):
+and outputs 0 LSB apart in LiteRT REF. Eight models at their smallest input (about 10 s each):
 attention by BATCH_MATMUL (MobileViT_XXS, EfficientFormerL1: with GELU and layer scale), FastViT's
 re-parameterised blocks (twin BatchNormalizations), FasterNet's partial convolutions (SPLIT_V,
 CONCATENATION), RepViT's BatchNormalization after global pooling (folded into the classifier's
 FULLY_CONNECTED), EfficientViT_M0's zero-initialised residual BatchNormalizations (their
-convolutions stay, with zero weights) and YOLOv8-N's detector head.
+convolutions stay, with zero weights), EfficientViT_B0's ReLU linear attention (DIV by an activation,
+the ReLUs of q and k before the RESHAPE that follows the SPLIT, as TensorFlow moves them) and
+YOLOv8-N's detector head.
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ from qconvert.api import convert_graph  # noqa: E402
 from qconvert.errors import ConversionError  # noqa: E402
 from qconvert.schema.reader import read_model  # noqa: E402
 
-MODELS = ["MobileViT_XXS", "EfficientFormerL1", "FastViT_T8", "FasterNetT0", "RepViT_M09", "EfficientViT_M0", "YOLOV8_N"]
+MODELS = ["MobileViT_XXS", "EfficientFormerL1", "FastViT_T8", "FasterNetT0", "RepViT_M09", "EfficientViT_M0", "EfficientViT_B0",
+          "YOLOV8_N"]
 
 
 def _ops(tflite: bytes) -> collections.Counter:
