@@ -28,6 +28,12 @@ tests/e2e/test_kcam_zoo.py).
   read by another op too (it stays for that one), ``c · x``; and what TensorFlow leaves: a ``[1, C]``
   multiplier, a Dense without bias (the shift cannot fold, so the scale is not next to it), a
   Flatten of a 2x2 map (the RESHAPE stays between).
+- an activation after a RESHAPE or TRANSPOSE read only by it (EfficientViT_B0's ``SPLIT → RESHAPE →
+  RELU`` on a 1x1 map): TensorFlow's optimize pass moves the activation before it (then fuses it into a
+  convolution); qconvert kept it after, and the ranges of dead ReLUs paired with other tensors.
+- two ZeroPadding2D of one tensor (EfficientFormerV2's downsampling): TensorFlow's CSE makes them one
+  PAD (equal integer constants are one), and a PAD goes into each convolution it pads as SAME;
+  qconvert compared integer constants by name (EfficientFormerV2S0: 9 PAD where TensorFlow writes 8).
 """
 
 from __future__ import annotations
@@ -402,6 +408,79 @@ def test_activation_moves_before_reshape_as_tensorflow_writes_it(name: str, monk
     ours = convert_graph(model.graph_def, inputs=["x"], outputs=["out"], calibration_data=samples).model
     assert _ops(ours) == _ops(theirs)
     assert _activation_inputs(ours) == _activation_inputs(theirs)
+    assert not oracle.float_tensors(ours)
+    report = oracle.compare_ptq(ours, theirs, samples, ["x"])
+    assert not report.unpaired and not report.weight_diffs and not report.zero_point_diffs, report
+    assert report.max_rel_scale == 0 and report.max_lsb == 0, report
+
+
+def _twin_pads(rng: np.random.Generator, x: object, form: str) -> object:
+    """Two ZeroPadding2D of one tensor (EfficientFormerV2's downsampling: one before the attention's
+    3x3 stride-2 depthwise convolution, one before the block's 3x3 stride-2 convolution)."""
+    def pad(t: object, dtype: object = tf.int32) -> object:
+        return tf.pad(t, tf.constant([[0, 0], [1, 1], [1, 1], [0, 0]], dtype))
+
+    def conv(t: object, stride: int, co: int = 8) -> object:
+        w = tf.constant(rng.normal(0, 0.3, (3, 3, t.shape[-1], co)).astype(np.float32))
+        return tf.nn.conv2d(t, w, stride, "VALID")
+
+    def dw(t: object, stride: int) -> object:
+        w = tf.constant(rng.normal(0, 0.3, (3, 3, t.shape[-1], 1)).astype(np.float32))
+        return tf.nn.depthwise_conv2d(t, w, [1, stride, stride, 1], "VALID")
+
+    if form == "stride-2":  # SAME would pad [0, 1]: both PADs stay, and are one
+        return tf.concat([dw(pad(x), 2), conv(pad(x), 2, 4)], -1)
+    if form == "int64-paddings":  # equal values of another width: one PAD too
+        return tf.concat([conv(pad(x), 2), conv(pad(x, tf.int64), 2)], -1)
+    if form == "pools":
+        return tf.concat([tf.nn.max_pool2d(pad(x), 3, 1, "VALID"), tf.nn.avg_pool2d(pad(x), 3, 1, "VALID")], -1)
+    if form == "stride-1-and-2":  # the stride-1 one goes into its convolution (SAME), the other stays
+        return tf.concat([tf.nn.avg_pool2d(conv(pad(x), 1), 2, 2, "VALID"), conv(pad(x), 2)], -1)
+    if form == "one-pad-two-convs":  # one PAD read by two stride-1 convolutions: into both
+        p = pad(x)
+        return tf.concat([conv(p, 1), conv(p, 1)], -1)
+    assert form == "twin-means"  # two MEANs over equal axes constants: one MEAN
+    m = [tf.reduce_mean(x, tf.constant([1, 2]), keepdims=True) for _ in range(2)]
+    return tf.concat([conv(pad(m[0]), 1), conv(pad(m[1]), 2)], -1)
+
+
+# name: (PADs, MEANs, convolutions with SAME padding) in TensorFlow's file, re-measured below
+PAD_CASES = {
+    "stride-2": (1, 0, 0),
+    "int64-paddings": (1, 0, 0),
+    "pools": (1, 0, 0),
+    "stride-1-and-2": (1, 0, 1),
+    "one-pad-two-convs": (0, 0, 2),
+    "twin-means": (0, 1, 2),
+}
+
+
+@pytest.mark.parametrize("name", list(PAD_CASES))
+def test_equal_pads_are_one_as_tensorflow_writes_them(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ops on one tensor with equal integer constants (paddings, axes) are one op, as TensorFlow's
+    CSE makes them (EfficientFormerV2S0: 8 PAD where qconvert wrote 9), and a PAD goes into each
+    convolution it pads as SAME, whatever its other readers."""
+    shape = [1, 4, 4, 4]
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, shape, name="x")
+        tf.identity(_twin_pads(np.random.default_rng(0), x, name), name="out")
+    model = oracle.FloatGraph(g.as_graph_def().SerializeToString(), ["x"], ["out"], {"x": shape})
+    samples = {"x": np.random.default_rng(1).uniform(-1, 1, (8, *shape[1:])).astype(np.float32)}
+    theirs = oracle.tf_ptq_convert(model, samples)
+
+    def counts(tflite: bytes) -> tuple[int, int, int]:
+        ops = read_model(tflite).subgraphs[0].operators
+        return (sum(o.builtin == "PAD" for o in ops), sum(o.builtin == "MEAN" for o in ops),
+                sum(o.builtin in ("CONV_2D", "DEPTHWISE_CONV_2D") and o.options.get("padding") == "SAME" for o in ops))
+
+    assert counts(theirs) == PAD_CASES[name]  # TensorFlow's behaviour, re-measured
+    stats, calibrated = oracle.tf_calibration_statistics(model, samples)
+    unpaired = oracle.use_tensorflows_statistics(monkeypatch, stats, calibrated, samples)
+    assert not unpaired, unpaired
+    ours = convert_graph(model.graph_def, inputs=["x"], outputs=["out"], calibration_data=samples).model
+    assert _ops(ours) == _ops(theirs)
+    assert counts(ours) == counts(theirs)
     assert not oracle.float_tensors(ours)
     report = oracle.compare_ptq(ours, theirs, samples, ["x"])
     assert not report.unpaired and not report.weight_diffs and not report.zero_point_diffs, report

@@ -4,8 +4,9 @@ bench/kcam_zoo_ptq.py measures all twelve).
 
 Given TensorFlow's recorded ranges (``oracle.use_tensorflows_statistics``, TensorFlow's rsqrt),
 qconvert writes TensorFlow's op list, every activation scale and zero point and every weight equal,
-and outputs 0 LSB apart in LiteRT REF. Eight models at their smallest input (about 10 s each):
-attention by BATCH_MATMUL (MobileViT_XXS, EfficientFormerL1: with GELU and layer scale), FastViT's
+and outputs 0 LSB apart in LiteRT REF. Nine models at their smallest input (about 10 s each):
+attention by BATCH_MATMUL (MobileViT_XXS, EfficientFormerL1: with GELU and layer scale; EfficientFormerV2S0,
+whose twin ZeroPadding2D are one PAD, in 16x8 too), FastViT's
 re-parameterised blocks (twin BatchNormalizations), FasterNet's partial convolutions (SPLIT_V,
 CONCATENATION), RepViT's BatchNormalization after global pooling (folded into the classifier's
 FULLY_CONNECTED), EfficientViT_M0's zero-initialised residual BatchNormalizations (their
@@ -36,7 +37,8 @@ from qconvert.api import convert_graph  # noqa: E402
 from qconvert.errors import ConversionError  # noqa: E402
 from qconvert.schema.reader import read_model  # noqa: E402
 
-MODELS = ["MobileViT_XXS", "EfficientFormerL1", "FastViT_T8", "FasterNetT0", "RepViT_M09", "EfficientViT_M0", "EfficientViT_B0",
+MODELS = ["MobileViT_XXS", "EfficientFormerL1", "EfficientFormerV2S0", "FastViT_T8", "FasterNetT0", "RepViT_M09",
+          "EfficientViT_M0", "EfficientViT_B0",
           "YOLOV8_N"]
 
 
@@ -66,7 +68,7 @@ def test_kcam_model_bit_exact_with_tensorflows_ptq_given_its_ranges(name: str, m
     assert report.max_lsb == 0, report
 
 
-@pytest.mark.parametrize("name", ["FastViT_T8", "FasterNetT0"])
+@pytest.mark.parametrize("name", ["FastViT_T8", "FasterNetT0", "EfficientFormerV2S0"])
 def test_kcam_model_16x8_bit_exact_with_tensorflows_given_its_ranges(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """16x8: FastViT's layer-scaled convolutions have channels with max|w| below 5e-7, whose scale
     TensorFlow's 16x8 quantizer does not widen (tests/e2e/test_bias_fit.py has the rule)."""
