@@ -1,8 +1,10 @@
 """The ``fuse`` stage: RESHAPEs out of the way of the fusions, as TensorFlow's optimize pass
 and canonicalizer move them.
 
-1. ``RESHAPE → FULLY_CONNECTED → RESHAPE`` on an N-D tensor ⇒ ``FULLY_CONNECTED(keep_num_dims)``
-   (see fuse_reshapes_into_fully_connected), first of all, so the bias and ReLU fuse after it.
+1. Chains of RESHAPEs merge first of all (see merge_reshapes), then ``RESHAPE → FULLY_CONNECTED →
+   RESHAPE`` on an N-D tensor ⇒ ``FULLY_CONNECTED(keep_num_dims)`` (see
+   fuse_reshapes_into_fully_connected), so the bias and ReLU fuse after it; last, a FULLY_CONNECTED on
+   an N-D input read by a RESHAPE keeps its dimensions (see keep_fully_connected_dims_before_reshape).
 2. ``RESHAPE ──▶ ADD|SUB|MUL(·, c)`` ⇒ the op before the RESHAPE, when c broadcasts the same
    on both shapes (see move_binary_before_reshape), so a Conv1D's bias and BatchNorm fuse;
    then chains of RESHAPEs merge (see merge_reshapes), and a reduction whose RESHAPE only puts
@@ -104,6 +106,42 @@ def _fuse_reshapes_around_fc(graph: Graph, retarget: bool) -> bool:
     graph.remove_nodes(dead)
     graph.prune()
     return bool(dead) or changed
+
+
+def keep_fully_connected_dims_before_reshape(graph: Graph, ctx: Context) -> bool:
+    """``FULLY_CONNECTED(x: [..., K]) → [N, O] ──▶ RESHAPE`` ⇒ ``FULLY_CONNECTED(keep_num_dims) →
+    [..., O] ──▶ RESHAPE`` when ``x`` has more than 2 dimensions and the RESHAPE is the result's only
+    reader; the RESHAPE goes where it then keeps its input's shape. TensorFlow writes it so (measured
+    on TF 2.21, post-training and QAT: ``x [1, 4, 4, 3] → RESHAPE [16, 3] → MatMul → RESHAPE [1, 16,
+    5]`` is FULLY_CONNECTED ``[1, 4, 4, 3] → [1, 4, 4, 5]`` then RESHAPE ``[1, 16, 5]``, a Keras Dense
+    on a flattened map; to ``[1, 4, 4, 5]`` no RESHAPE stays; a RESHAPE that only puts leading 1s
+    before a broadcasting ADD went before, and the FULLY_CONNECTED keeps ``[16, 5]`` then). Runs
+    after the bias and activation fused, once the RESHAPE before the FULLY_CONNECTED went
+    (drop_reshape_before_fully_connected)."""
+    dead: list[Node] = []
+    changed = False
+    for fc in graph:
+        r = row(fc.op)
+        if r is None or r.rule is not Rule.WEIGHTED or r.weight_axis is not None or fc.attrs.get("keep_num_dims") \
+                or fc.outputs[0] in graph.outputs:
+            continue
+        x_shape, out = graph.tensors[fc.inputs[0]].shape, graph.tensors[fc.outputs[0]].shape
+        after = sole_reader(graph, fc)
+        if x_shape is None or out is None or len(x_shape) < 3 or len(out) != 2 or after is None \
+                or not _is_reshape(after):
+            continue
+        kept = (*x_shape[:-1], out[-1])
+        fc.attrs["keep_num_dims"] = True
+        changed = True
+        y = after.outputs[0]
+        if tuple(graph.tensors[y].shape or ()) == kept:
+            fc.outputs = [y]
+            dead.append(after)
+        else:
+            graph.tensors[fc.outputs[0]].shape = kept
+    graph.remove_nodes(dead)
+    graph.prune()
+    return changed
 
 
 def drop_reshape_before_fully_connected(graph: Graph, ctx: Context) -> bool:

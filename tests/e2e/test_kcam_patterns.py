@@ -294,16 +294,14 @@ WINDOW_CASES = {
     "window-attention": ([1, 4, 4, 4], "residual", 2),
     "window-attention-narrower": ([1, 4, 4, 4], "narrower", 2),
     "window-attention-flat": ([1, 4, 4, 4], "flat", 4),
-    # TensorFlow's FC stays [1, C] and the ADD broadcasts; qconvert's FC keeps [1, 1, 1, C] (same ops,
-    # other shapes: TinyViT_5M's last stage, 2 LSB): an expected failure below
+    # TensorFlow's FC stays [1, C] and the ADD broadcasts (TinyViT_5M's last stage: the RESHAPE chains
+    # merge first, so the RESHAPE after the FC only puts leading 1s before the ADD, and goes)
     "window-attention-1x1-residual": ([1, 1, 1, 4], "residual", 2),
     "window-attention-1x1-conv": ([1, 1, 1, 4], "conv", 2),
 }
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(
-    strict=True, reason="TensorFlow keeps this FULLY_CONNECTED 2-D (docs/differences.md)"))
-    if n == "window-attention-1x1-residual" else n for n in WINDOW_CASES])
+@pytest.mark.parametrize("name", list(WINDOW_CASES))
 def test_reshapes_around_window_projection_as_tensorflow_writes_them(name: str,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     shape, form, reshapes = WINDOW_CASES[name]
@@ -482,6 +480,52 @@ def test_equal_pads_are_one_as_tensorflow_writes_them(name: str, monkeypatch: py
     assert _ops(ours) == _ops(theirs)
     assert counts(ours) == counts(theirs)
     assert not oracle.float_tensors(ours)
+    report = oracle.compare_ptq(ours, theirs, samples, ["x"])
+    assert not report.unpaired and not report.weight_diffs and not report.zero_point_diffs, report
+    assert report.max_rel_scale == 0 and report.max_lsb == 0, report
+
+
+def _flat_dense(rng: np.random.Generator, x: object, form: str) -> object:
+    """A MatMul on ``x`` flattened to 2-D, its result reshaped (a Dense on a map or a sequence)."""
+    def mm(t: object, k: int, o: int) -> object:
+        return tf.matmul(t, tf.constant(rng.normal(0, 0.3, (k, o)).astype(np.float32)))
+
+    if form == "map-to-sequence":  # FC keeps [1, 4, 4, 5], then RESHAPE [1, 16, 5]
+        return tf.nn.relu(tf.reshape(mm(tf.reshape(x, [16, 4]), 4, 5), [1, 16, 5]))
+    if form == "map-to-map":  # FC keeps [1, 4, 4, 5], no RESHAPE
+        return tf.reshape(mm(tf.reshape(x, [16, 4]), 4, 5), [1, 4, 4, 5]) * 2.0
+    if form == "sequence-to-map":
+        return tf.reshape(mm(tf.reshape(tf.reshape(x, [1, 16, 4]), [16, 4]), 4, 5), [1, 4, 4, 5]) * 2.0
+    assert form == "before-broadcast"  # the RESHAPE only puts a leading 1 before an ADD: it goes, FC stays 2-D
+    return tf.reshape(mm(tf.reshape(x, [16, 4]), 4, 5), [1, 16, 5]) + tf.reshape(_conv(rng, x, 5), [1, 16, 5])
+
+
+@pytest.mark.parametrize("name", ["map-to-sequence", "map-to-map", "sequence-to-map", "before-broadcast"])
+def test_fully_connected_keeps_dimensions_before_reshape_as_tensorflow_writes_it(
+        name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A FULLY_CONNECTED on an N-D input whose result a RESHAPE reads keeps its input's leading
+    dimensions (keep_num_dims) and the RESHAPE follows, as TensorFlow writes it (measured on TF 2.21;
+    RESHAPE chains merge first, as for TinyViT's last stage above)."""
+    shape = [1, 4, 4, 4]
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, shape, name="x")
+        tf.identity(_flat_dense(np.random.default_rng(0), x, name), name="out")
+    model = oracle.FloatGraph(g.as_graph_def().SerializeToString(), ["x"], ["out"], {"x": shape})
+    samples = {"x": np.random.default_rng(1).uniform(-1, 1, (8, *shape[1:])).astype(np.float32)}
+    theirs = oracle.tf_ptq_convert(model, samples)
+    stats, calibrated = oracle.tf_calibration_statistics(model, samples)
+    unpaired = oracle.use_tensorflows_statistics(monkeypatch, stats, calibrated, samples)
+    assert not unpaired, unpaired
+    ours = convert_graph(model.graph_def, inputs=["x"], outputs=["out"], calibration_data=samples).model
+    assert _ops(ours) == _ops(theirs)
+
+    def fc(tflite: bytes) -> list[tuple]:
+        sg = read_model(tflite).subgraphs[0]
+        return [(tuple(sg.tensors[o.inputs[0]].shape), tuple(sg.tensors[o.outputs[0]].shape),
+                 o.options.get("keep_num_dims")) for o in sg.operators if o.builtin == "FULLY_CONNECTED"]
+
+    assert fc(ours) == fc(theirs)
     report = oracle.compare_ptq(ours, theirs, samples, ["x"])
     assert not report.unpaired and not report.weight_diffs and not report.zero_point_diffs, report
     assert report.max_rel_scale == 0 and report.max_lsb == 0, report
