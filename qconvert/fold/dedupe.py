@@ -8,13 +8,15 @@ NASNetMobile at 32 px: TensorFlow writes 48 RELU, 40 AVERAGE_POOL_2D and 4 MAX_P
 each branch's copy gave 112, 52 and 8). Two ops are the same when they have the same op,
 operands (by name, in order), attributes, and output types, shapes and quantization
 parameters (two QUANTIZE nodes of one tensor with other parameters are different ops).
-A float32 constant operand is compared by value (shape, bytes, parameters), as TensorFlow's
+A constant operand is compared by value (shape, bytes, parameters), as TensorFlow's
 converter makes equal constants one before it compares ops: FastViT's identity-branch
 BatchNormalization and the one its block subtracts read one tensor with equal statistics, and
 TensorFlow writes one MUL+ADD for both (kcam FastViT_T8, measured: 25 MUL where two copies gave 35).
-Integer constants (shapes, paddings) stay compared by name: TensorFlow does not merge every pair
-of equal PADs (kcam YOLOV8_N at 32 px: the two PADs of one 4x4 or 2x2 map are one, the two of the
-1x1 map stay apart and go into their convolutions), a rule not settled here.
+Integer constants (shapes, paddings, axes) too, whatever their width (int32 and int64 paddings of
+equal values are one): two ZeroPadding2D of one tensor are one PAD, two MEANs over the same axes
+one MEAN (measured on TF 2.21; kcam EfficientFormerV2S0 at 32 px: 8 PAD where separate copies gave 9).
+A merged PAD still goes into each convolution it pads as SAME (fuse's fuse_pad_into_conv takes its
+readers one by one: YOLOV8_N's two PADs of its 1x1 map go into both convolutions).
 """
 
 from __future__ import annotations
@@ -40,14 +42,21 @@ def _frozen(value: Any) -> Any:
     return value
 
 
+def _value(data: np.ndarray) -> np.ndarray:
+    """A constant as compared: integers of any width as int64."""
+    data = np.asarray(data)
+    return data.astype(np.int64) if data.dtype.kind in "iu" else data
+
+
 def _const_names(graph: Graph) -> dict[str, str]:
-    """Each float32 constant equal to an earlier one (shape, bytes, parameters) → that one's name.
-    Only constants sharing a shape with another are digested (a digest, not a copy of the bytes:
-    ResNet50 has tens of MB of weights of a shared shape)."""
+    """Each constant equal to an earlier one (shape, value, parameters; float32 to float32,
+    integers of any width to integers) → that one's name. Only constants sharing a shape with
+    another are digested (a digest, not a copy of the bytes: ResNet50 has tens of MB of weights of
+    a shared shape)."""
     groups: dict[tuple, list[str]] = {}
     for name, t in graph.tensors.items():
-        if t.data is not None and t.dtype == "float32":
-            groups.setdefault((t.dtype, tuple(t.data.shape)), []).append(name)
+        if t.data is not None and (t.dtype == "float32" or np.asarray(t.data).dtype.kind in "iu"):
+            groups.setdefault((_value(t.data).dtype.name, tuple(t.data.shape)), []).append(name)
     same: dict[str, str] = {}
     for names in groups.values():
         if len(names) < 2:
@@ -55,7 +64,7 @@ def _const_names(graph: Graph) -> dict[str, str]:
         first: dict[tuple, str] = {}
         for name in names:
             t = graph.tensors[name]
-            kept = first.setdefault((value_digest(np.asarray(t.data)), t.quant, t.blockwise), name)
+            kept = first.setdefault((value_digest(_value(t.data)), t.quant, t.blockwise), name)
             if kept != name:
                 same[name] = kept
     return same

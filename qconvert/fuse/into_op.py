@@ -336,37 +336,41 @@ def _fold_fc_bias(c: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
 def fuse_pad_into_conv(graph: Graph, ctx: Context) -> bool:
     """``PAD(x, p) ──▶ CONV_2D | DEPTHWISE_CONV_2D (padding VALID)`` ⇒ the op with padding SAME
     on ``x``, when ``p`` pads only height and width, by exactly what SAME pads for that kernel,
-    stride and dilation, and the op is the PAD's only reader (Keras' ZeroPadding2D before a
-    stride-1 convolution, ResNet50V2, MobileNetV3, EfficientNet). Measured on TensorFlow 2.21:
-    [1, 1] pads before a 3x3 stride-1 convolution fuse, [1, 1] before a stride-2 one on an even
-    size stay a PAD (SAME pads [0, 1] there), [0, 1] before it fuse; pooling ops keep their PAD."""
-    dead = []
-    for pad in graph:
+    stride and dilation (Keras' ZeroPadding2D before a stride-1 convolution, ResNet50V2,
+    MobileNetV3, EfficientNet). Measured on TensorFlow 2.21: [1, 1] pads before a 3x3 stride-1
+    convolution fuse, [1, 1] before a stride-2 one on an even size stay a PAD (SAME pads [0, 1]
+    there), [0, 1] before it fuse; pooling ops keep their PAD. Each reader on its own: a PAD read
+    by two such convolutions goes into both; one read by a stride-2 convolution too stays for it
+    (measured on TF 2.21; with fold's merging of equal PADs, EfficientFormerV2's and YOLOv8's
+    ZeroPadding2D twins)."""
+    changed = False
+    for pad in list(graph):
         r = row(pad.op)
         if r is None or not r.zero_pads or len(pad.inputs) != 2 or not graph.is_const(pad.inputs[1]):
             continue
-        conv = sole_reader(graph, pad)
-        rc = row(conv.op) if conv is not None else None
-        if rc is None or not rc.takes_same_padding or conv.inputs[0] != pad.outputs[0] \
-                or conv.attrs.get("padding") != "VALID":
+        shape, pads = graph.tensors[pad.inputs[0]].shape, np.asarray(graph.const(pad.inputs[1])).reshape(-1, 2)
+        if shape is None or len(shape) != 4 or pads.shape != (4, 2) or pads[0].any() or pads[3].any():
             continue
-        shape, w_shape = graph.tensors[pad.inputs[0]].shape, graph.tensors[conv.inputs[1]].shape
-        pads = np.asarray(graph.const(pad.inputs[1])).reshape(-1, 2)
-        if shape is None or len(shape) != 4 or w_shape is None or len(w_shape) != 4 or pads.shape != (4, 2) \
-                or pads[0].any() or pads[3].any():
-            continue
-        kh, kw = w_shape[1:3]  # [O, H, W, I] and [1, H, W, C*M]
-        same = [window_padding(int(shape[1 + a]), int(k), int(conv.attrs.get(f"stride_{hw}", 1)),
-                               int(conv.attrs.get(f"dilation_{hw}_factor", 1)), "SAME")[1:]
-                for a, (k, hw) in enumerate(((kh, "h"), (kw, "w")))]
-        if [tuple(int(v) for v in pads[1]), tuple(int(v) for v in pads[2])] != same:
-            continue
-        conv.inputs[0] = pad.inputs[0]
-        conv.attrs["padding"] = "SAME"
-        dead.append(pad)
-    graph.remove_nodes(dead)
-    graph.prune()
-    return bool(dead)
+        for conv in graph.consumers(pad.outputs[0]):
+            rc = row(conv.op)
+            if rc is None or not rc.takes_same_padding or conv.inputs[0] != pad.outputs[0] \
+                    or conv.attrs.get("padding") != "VALID":
+                continue
+            w_shape = graph.tensors[conv.inputs[1]].shape
+            if w_shape is None or len(w_shape) != 4:
+                continue
+            kh, kw = w_shape[1:3]  # [O, H, W, I] and [1, H, W, C*M]
+            same = [window_padding(int(shape[1 + a]), int(k), int(conv.attrs.get(f"stride_{hw}", 1)),
+                                   int(conv.attrs.get(f"dilation_{hw}_factor", 1)), "SAME")[1:]
+                    for a, (k, hw) in enumerate(((kh, "h"), (kw, "w")))]
+            if [tuple(int(v) for v in pads[1]), tuple(int(v) for v in pads[2])] != same:
+                continue
+            conv.inputs[0] = pad.inputs[0]
+            conv.attrs["padding"] = "SAME"
+            changed = True
+    if changed:
+        graph.prune()
+    return changed
 
 
 def fold_mul_into_following_weights(graph: Graph, ctx: Context) -> bool:

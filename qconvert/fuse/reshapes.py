@@ -1,12 +1,16 @@
 """The ``fuse`` stage: RESHAPEs out of the way of the fusions, as TensorFlow's optimize pass
 and canonicalizer move them.
 
-1. ``RESHAPE → FULLY_CONNECTED → RESHAPE`` on an N-D tensor ⇒ ``FULLY_CONNECTED(keep_num_dims)``
-   (see fuse_reshapes_into_fully_connected), first of all, so the bias and ReLU fuse after it.
+1. Chains of RESHAPEs merge first of all (see merge_reshapes), then ``RESHAPE → FULLY_CONNECTED →
+   RESHAPE`` on an N-D tensor ⇒ ``FULLY_CONNECTED(keep_num_dims)`` (see
+   fuse_reshapes_into_fully_connected), so the bias and ReLU fuse after it; last, a FULLY_CONNECTED on
+   an N-D input read by a RESHAPE keeps its dimensions (see keep_fully_connected_dims_before_reshape).
 2. ``RESHAPE ──▶ ADD|SUB|MUL(·, c)`` ⇒ the op before the RESHAPE, when c broadcasts the same
    on both shapes (see move_binary_before_reshape), so a Conv1D's bias and BatchNorm fuse;
    then chains of RESHAPEs merge (see merge_reshapes), and a reduction whose RESHAPE only puts
    back the reduced dimensions keeps them (see keep_reduced_dims).
+   An activation after a RESHAPE or TRANSPOSE moves before it (see move_activation_before_reshape),
+   so it fuses into the op before.
 3. ``RESHAPE(s: [1, C] → [1, 1, 1, C]) ──▶ MUL|ADD|SUB(x, ·)`` ⇒ the op on ``s``, which broadcasts
    the same (see drop_reshape_before_broadcast): a squeeze-and-excite scale.
 """
@@ -104,6 +108,42 @@ def _fuse_reshapes_around_fc(graph: Graph, retarget: bool) -> bool:
     return bool(dead) or changed
 
 
+def keep_fully_connected_dims_before_reshape(graph: Graph, ctx: Context) -> bool:
+    """``FULLY_CONNECTED(x: [..., K]) → [N, O] ──▶ RESHAPE`` ⇒ ``FULLY_CONNECTED(keep_num_dims) →
+    [..., O] ──▶ RESHAPE`` when ``x`` has more than 2 dimensions and the RESHAPE is the result's only
+    reader; the RESHAPE goes where it then keeps its input's shape. TensorFlow writes it so (measured
+    on TF 2.21, post-training and QAT: ``x [1, 4, 4, 3] → RESHAPE [16, 3] → MatMul → RESHAPE [1, 16,
+    5]`` is FULLY_CONNECTED ``[1, 4, 4, 3] → [1, 4, 4, 5]`` then RESHAPE ``[1, 16, 5]``, a Keras Dense
+    on a flattened map; to ``[1, 4, 4, 5]`` no RESHAPE stays; a RESHAPE that only puts leading 1s
+    before a broadcasting ADD went before, and the FULLY_CONNECTED keeps ``[16, 5]`` then). Runs
+    after the bias and activation fused, once the RESHAPE before the FULLY_CONNECTED went
+    (drop_reshape_before_fully_connected)."""
+    dead: list[Node] = []
+    changed = False
+    for fc in graph:
+        r = row(fc.op)
+        if r is None or r.rule is not Rule.WEIGHTED or r.weight_axis is not None or fc.attrs.get("keep_num_dims") \
+                or fc.outputs[0] in graph.outputs:
+            continue
+        x_shape, out = graph.tensors[fc.inputs[0]].shape, graph.tensors[fc.outputs[0]].shape
+        after = sole_reader(graph, fc)
+        if x_shape is None or out is None or len(x_shape) < 3 or len(out) != 2 or after is None \
+                or not _is_reshape(after):
+            continue
+        kept = (*x_shape[:-1], out[-1])
+        fc.attrs["keep_num_dims"] = True
+        changed = True
+        y = after.outputs[0]
+        if tuple(graph.tensors[y].shape or ()) == kept:
+            fc.outputs = [y]
+            dead.append(after)
+        else:
+            graph.tensors[fc.outputs[0]].shape = kept
+    graph.remove_nodes(dead)
+    graph.prune()
+    return changed
+
+
 def drop_reshape_before_fully_connected(graph: Graph, ctx: Context) -> bool:
     """``RESHAPE(x) → FULLY_CONNECTED`` ⇒ ``FULLY_CONNECTED(x)`` when the RESHAPE keeps x's last
     dimension and the FULLY_CONNECTED (without keep_num_dims) gives a 2-D result: it flattens its
@@ -188,6 +228,43 @@ def move_binary_before_reshape(graph: Graph, ctx: Context) -> bool:
         reshape.outputs = [out]
         graph.move_after(reshape, binary)
         moved = True
+    return moved
+
+
+def move_activation_before_reshape(graph: Graph, ctx: Context) -> bool:
+    """``MOVE(x) ──▶ ACT`` ⇒ ``ACT(x) ──▶ MOVE``, where MOVE only moves elements (RESHAPE, SQUEEZE,
+    EXPAND_DIMS, TRANSPOSE, DEPTH_TO_SPACE: ``moves_elements``), ACT is element-wise on one operand
+    (RELU, RELU6, RELU_N1_TO_1, LOGISTIC, TANH: ``hoists``), the MOVE's output is read by the ACT only
+    and is no graph output, and both are float. TensorFlow's optimize pass reorders them so (measured
+    on TF 2.21, post-training: ``conv → RESHAPE|TRANSPOSE|DEPTH_TO_SPACE → RELU`` is ``CONV_2D(RELU) →
+    RESHAPE``; ``SPLIT → RESHAPE → RELU`` is ``SPLIT → RELU → RESHAPE`` (EfficientViT_B0's linear
+    attention on a 1x1 map); ``MEAN(keep_dims=False) → RESHAPE → RELU`` keeps the RESHAPE after the RELU,
+    so the MEAN does not keep its dimensions; LOGISTIC and TANH too; LEAKY_RELU stays, and so does
+    an ACT after a RESHAPE that has another reader). Moved again across chains of such ops."""
+    moved = False
+    changed = True
+    while changed:
+        changed = False
+        for act in list(graph):
+            r = row(act.op)
+            if r is None or not r.hoists or len(act.inputs) != 1:
+                continue
+            move = graph.producer(act.inputs[0])
+            m = None if move is None else row(move.op)
+            if m is None or not m.moves_elements or move.outputs[0] in graph.outputs \
+                    or len(graph.consumers(move.outputs[0])) != 1 or len(move.outputs) != 1:
+                continue
+            x, mid, out = move.inputs[0], move.outputs[0], act.outputs[0]
+            x_shape = graph.tensors[x].shape
+            if x_shape is None or graph.tensors[x].dtype != graph.tensors[out].dtype:
+                continue
+            act.inputs[0] = x
+            act.outputs = [mid]
+            graph.tensors[mid].shape = tuple(x_shape)
+            move.inputs[0] = mid
+            move.outputs = [out]
+            graph.move_after(move, act)
+            changed = moved = True
     return moved
 
 

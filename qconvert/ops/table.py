@@ -118,6 +118,10 @@ class OpRow:
     kernel: Callable[..., Any] | None = None  # float32 kernel: kernel(node, *values)
     folds: bool = False  # constant folding evaluates it when all its inputs are constants
     reshapes: bool = False  # output = input in the output tensor's shape (no kernel)
+    # TF's optimize pass moves an element-wise op of one operand (``hoists``) before an op that only moves
+    # elements (``moves_elements``: RESHAPE, SQUEEZE, EXPAND_DIMS, TRANSPOSE, DEPTH_TO_SPACE) read only by it
+    hoists: bool = False
+    moves_elements: bool = False
     layout: str | None = None  # "transpose" / "reshape": a weight layout change (hoisted above Q/DQ)
     neutral: tuple[float, tuple[int, ...]] | None = None  # (identity constant, slots it may stand in)
     removable_if_same_shape: bool = False  # MEAN over axes of size 1 is the identity
@@ -209,9 +213,9 @@ TABLE: dict[str, OpRow] = dict([
          folds=True),
     _row("STRIDED_SLICE", Rule.SAME_SCALE, 2, uint8=True, int32_shapes=True, float_inputs=(0,),
          kernel=fk.strided_slice, folds=True, unshared_slots=(1, 2, 3)),
-    _row("RELU", Rule.FREE, 2, uint8=True, activation="RELU", kernel=fk.relu, requant=r.relu),
-    _row("RELU6", Rule.FREE, 2, uint8=True, activation="RELU6", kernel=fk.relu6, requant=r.relu),
-    _row("RELU_N1_TO_1", Rule.FREE, 1, form16=Form16.NONE, activation="RELU_N1_TO_1", kernel=fk.relu_n1_to_1,
+    _row("RELU", Rule.FREE, 2, hoists=True, uint8=True, activation="RELU", kernel=fk.relu, requant=r.relu),
+    _row("RELU6", Rule.FREE, 2, hoists=True, uint8=True, activation="RELU6", kernel=fk.relu6, requant=r.relu),
+    _row("RELU_N1_TO_1", Rule.FREE, 1, hoists=True, form16=Form16.NONE, activation="RELU_N1_TO_1", kernel=fk.relu_n1_to_1,
          requant=r.relu),
     # TF 2.21 writes LEAKY_RELU v1 for int8, v2 for int16
     _row("LEAKY_RELU", Rule.FREE, 1, int16_version=2, kernel=fk.leaky_relu, requant=r.leaky_relu),
@@ -242,26 +246,26 @@ TABLE: dict[str, OpRow] = dict([
     _row("SPLIT_V", Rule.SAME_SCALE, 2, made=Made.INT8, uint8=True, float_inputs=(0,)),
     _row("UNPACK", Rule.SAME_SCALE, 2, made=Made.INT8, uint8=True, int16_version=1,  # TF 2.21 writes v1 for int16
          float_inputs=(0,)),
-    _row("RESHAPE", Rule.SAME_SCALE, 1, uint8=True, int32_shapes=True, float_inputs=(0,), reshapes=True, folds=True,
+    _row("RESHAPE", Rule.SAME_SCALE, 1, moves_elements=True, uint8=True, int32_shapes=True, float_inputs=(0,), reshapes=True, folds=True,
          layout="reshape"),
-    _row("SQUEEZE", Rule.SAME_SCALE, 1, uint8=True, reshapes=True, folds=True),
+    _row("SQUEEZE", Rule.SAME_SCALE, 1, moves_elements=True, uint8=True, reshapes=True, folds=True),
     _row("PAD", Rule.SAME_SCALE, 2, uint8=True, float_inputs=(0,), kernel=fk.pad, folds=True, zero_pads=True),
     _row("SOFTMAX", Rule.FIXED, 2, uint8=True, int8_to_int16=True, fixed=(1.0 / 256.0, -128),
          fixed16=(1.0 / 32768.0, 0), kernel=fk.softmax, requant=r.softmax, requant16=r.softmax16),
-    _row("LOGISTIC", Rule.FIXED, 2, uint8=True, fixed=(1.0 / 256.0, -128), fixed16=(1.0 / 32768.0, 0), kernel=fk.logistic,
+    _row("LOGISTIC", Rule.FIXED, 2, hoists=True, uint8=True, fixed=(1.0 / 256.0, -128), fixed16=(1.0 / 32768.0, 0), kernel=fk.logistic,
          lut=qm.logistic_float32, requant=r.lookup_table, requant16=r.logistic_tanh16),
-    _row("TANH", Rule.FIXED, 2, uint8=True, fixed=(1.0 / 128.0, 0), fixed16=(1.0 / 32768.0, 0), kernel=fk.tanh,
+    _row("TANH", Rule.FIXED, 2, hoists=True, uint8=True, fixed=(1.0 / 128.0, 0), fixed16=(1.0 / 32768.0, 0), kernel=fk.tanh,
          lut=qm.tanh_float32, requant=r.lookup_table, requant16=r.logistic_tanh16),
     # int16 → int16: v2 (TF 2.21)
     _row("QUANTIZE", Rule.QUANT, 1, uint8=True, int16_version=2, requant=r.requantize, version=r.quantize_version),
     _row("DEQUANTIZE", Rule.QUANT, 2),  # to float32 at a model output only (`run`: the float boundary)
     _row("FAKE_QUANT", Rule.QUANT, 1, kernel=fk.fake_quant, folds=True, dropped_after_legalize=True),
-    _row("TRANSPOSE", Rule.SAME_SCALE, 2, uint8=True, float_inputs=(0,), kernel=fk.transpose, folds=True,
+    _row("TRANSPOSE", Rule.SAME_SCALE, 2, moves_elements=True, uint8=True, float_inputs=(0,), kernel=fk.transpose, folds=True,
          layout="transpose", version=r.transpose_version),
     # TF 2.21: version 3 in int8 and 16x8 (a Bidirectional LSTM's backward half reverses the time axis)
     _row("REVERSE_V2", Rule.SAME_SCALE, 3, float_inputs=(0,), kernel=fk.reverse_v2, folds=True),
     _row("SPACE_TO_DEPTH", Rule.SAME_SCALE, 2, form16=Form16.NONE, kernel=fk.space_to_depth, folds=True),
-    _row("DEPTH_TO_SPACE", Rule.SAME_SCALE, 2, form16=Form16.NONE, kernel=fk.depth_to_space, folds=True),
+    _row("DEPTH_TO_SPACE", Rule.SAME_SCALE, 2, moves_elements=True, form16=Form16.NONE, kernel=fk.depth_to_space, folds=True),
     # int32/int64 output: no parameters; TF 2.21 has no 16x8 form, LiteRT no int16 kernel
     _row("ARG_MAX", Rule.FREE, 2, form16=Form16.NONE, uint8=True, index_output=True, float_inputs=(0,),
          kernel=fk.arg_max),
@@ -276,7 +280,7 @@ TABLE: dict[str, OpRow] = dict([
          kernel=fk.unidirectional_sequence_lstm, state_slots=(rs.LSTM_OUTPUT_STATE, rs.LSTM_CELL_STATE),
          state_params=rs.lstm_operands, requant=rs.unidirectional_sequence_lstm),
     # in other converters' files only (the frontend makes RESHAPE of an ExpandDims and folds a Shape)
-    _row("EXPAND_DIMS", Rule.SAME_SCALE, 1, made=Made.OTHERS, uint8=True, float_inputs=(0,)),
+    _row("EXPAND_DIMS", Rule.SAME_SCALE, 1, moves_elements=True, made=Made.OTHERS, uint8=True, float_inputs=(0,)),
     _row("SHAPE", Rule.FREE, 1, made=Made.OTHERS, uint8=True, index_output=True, float_inputs=(0,)),
     # TF 2.21's post-training quantizer keeps TILE same-scale, v3 in int8 and 16x8 (LiteRT 2.3's reference
     # resolver registers v1-2 only), and writes CAST (after ARG_MAX: int64 -> float32, int32 -> uint8) but

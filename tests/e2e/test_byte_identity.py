@@ -64,6 +64,25 @@ and uint8 tests now compare every constant, zeros included, with TensorFlow's): 
 before and after were compared op by op (types, shapes, scales, zero points, bytes, options): 4 differ
 only by that bias, 63 only in tensor names (a fused bias is now ``…/bias``, was ``…/bias_1``); outputs
 equal in LiteRT REF on all but qat_w4/small_classifier (INT4 DEPTHWISE_CONV_2D v7, which REF lacks).
+
+Issue 35's activation moved before a RESHAPE/TRANSPOSE read only by it (TensorFlow's optimize pass;
+tests/e2e/test_kcam_patterns.py's test_activation_moves_before_reshape_as_tensorflow_writes_it)
+re-recorded 2 outputs, inputs unchanged: layer/expand_dims ptq and qat (``relu(expand_dims(x))``). The
+commit before wrote RESHAPE → RELU, the new file RELU → RESHAPE, as TensorFlow's file in both modes
+(measured); the RELU and RESHAPE keep their versions, options and dtypes; under post-training
+quantization the 2 zero points that differed from TensorFlow's given its ranges now equal them (0 of 4
+differ), outputs 0 LSB apart as before.
+
+Issue 35's FULLY_CONNECTED that keeps its input's leading dimensions before a RESHAPE (RESHAPE chains
+merged first; TensorFlow's file in every mode, measured) re-recorded 5 outputs, inputs unchanged:
+layer/dense_3d/ptq, and pad_squeeze_reshape's qat, ptq/minmax, ptq16/minmax and ptq_int4/minmax. Op by
+op (old file of 3a14dd5, new): the same weights and biases, scales and zero points; dense_3d's RESHAPE
+[1,4,4,3] → [1,16,3] → FULLY_CONNECTED v5 keep_num_dims became FULLY_CONNECTED v5 keep_num_dims on
+[1,4,4,3] → [1,4,4,5] → RESHAPE [1,16,5], as TensorFlow's file; pad_squeeze_reshape's FULLY_CONNECTED
+[1,1,1,8] → [1,12] without keep_num_dims (v4; v10 with int4 weights) became [1,1,1,8] → [1,1,1,12] with
+keep_num_dims (v5; v10), TensorFlow's (the documented difference is gone: test_qat_corpus,
+test_int16, test_uint8_model and test_dynamic_range now compare it as equal); outputs 0 LSB apart in
+LiteRT REF on 16 random inputs each.
 """
 
 from __future__ import annotations

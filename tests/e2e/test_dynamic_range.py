@@ -104,12 +104,9 @@ def test_equal_to_tensorflow(name: str, weights: str) -> None:
 
 
 # known differences (the outputs are equal; the files are not yet):
-_TWIN_DIFFERENCES = {
-    # TF drops the squeezing RESHAPE before the FULLY_CONNECTED, as qconvert now does, but also gives the
-    # FULLY_CONNECTED keep_num_dims ([1,1,1,8] → [1,1,1,12], version 5) before the final RESHAPE; qconvert's
-    # gives [1, 12] (version 1). The rule TF applies there is not found yet (QAT, PTQ and float alike).
-    "pad_squeeze_reshape": "TF gives the FULLY_CONNECTED keep_num_dims after dropping the squeezing RESHAPE",
-}
+# (none since issue 35: pad_squeeze_reshape's FULLY_CONNECTED keeps its input's leading dimensions before
+# the final RESHAPE, as TF's, in every mode)
+_TWIN_DIFFERENCES: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("weights", ["int8", "float16"])

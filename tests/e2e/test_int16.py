@@ -33,10 +33,7 @@ from qconvert.errors import ConversionError, UsageError  # noqa: E402
 from qconvert.schema.reader import read_model  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
-# pad_squeeze_reshape: TensorFlow folds the Squeeze into FULLY_CONNECTED keep_num_dims there and we
-# keep RESHAPE → FC → RESHAPE (as in int8, tests/calibration/test_calibrate.py), so its output range
-# comes from a tensor of another shape that TensorFlow's recorded ranges do not name.
-EXACT = [n for n in corpus.MODEL_NAMES if n != "pad_squeeze_reshape"]
+EXACT = list(corpus.MODEL_NAMES)
 
 
 def _samples(m: corpus.CorpusModel) -> dict[str, np.ndarray]:

@@ -4,12 +4,16 @@ bench/kcam_zoo_ptq.py measures all twelve).
 
 Given TensorFlow's recorded ranges (``oracle.use_tensorflows_statistics``, TensorFlow's rsqrt),
 qconvert writes TensorFlow's op list, every activation scale and zero point and every weight equal,
-and outputs 0 LSB apart in LiteRT REF. Seven models at their smallest input (about 10 s each):
-attention by BATCH_MATMUL (MobileViT_XXS, EfficientFormerL1: with GELU and layer scale), FastViT's
+and outputs 0 LSB apart in LiteRT REF. Ten models at their smallest input (about 10 s each):
+attention by BATCH_MATMUL (MobileViT_XXS, EfficientFormerL1: with GELU and layer scale; EfficientFormerV2S0,
+whose twin ZeroPadding2D are one PAD, in 16x8 too), FastViT's
 re-parameterised blocks (twin BatchNormalizations), FasterNet's partial convolutions (SPLIT_V,
 CONCATENATION), RepViT's BatchNormalization after global pooling (folded into the classifier's
 FULLY_CONNECTED), EfficientViT_M0's zero-initialised residual BatchNormalizations (their
-convolutions stay, with zero weights) and YOLOv8-N's detector head.
+convolutions stay, with zero weights), EfficientViT_B0's ReLU linear attention (DIV by an activation,
+the ReLUs of q and k before the RESHAPE that follows the SPLIT, as TensorFlow moves them), TinyViT_5M's
+window attention (its last stage's output projection a FULLY_CONNECTED on [1, 320] whose residual ADD
+broadcasts) and YOLOv8-N's detector head.
 """
 
 from __future__ import annotations
@@ -34,7 +38,9 @@ from qconvert.api import convert_graph  # noqa: E402
 from qconvert.errors import ConversionError  # noqa: E402
 from qconvert.schema.reader import read_model  # noqa: E402
 
-MODELS = ["MobileViT_XXS", "EfficientFormerL1", "FastViT_T8", "FasterNetT0", "RepViT_M09", "EfficientViT_M0", "YOLOV8_N"]
+MODELS = ["MobileViT_XXS", "EfficientFormerL1", "EfficientFormerV2S0", "FastViT_T8", "FasterNetT0", "RepViT_M09",
+          "EfficientViT_M0", "EfficientViT_B0", "TinyViT_5M",
+          "YOLOV8_N"]
 
 
 def _ops(tflite: bytes) -> collections.Counter:
@@ -63,7 +69,7 @@ def test_kcam_model_bit_exact_with_tensorflows_ptq_given_its_ranges(name: str, m
     assert report.max_lsb == 0, report
 
 
-@pytest.mark.parametrize("name", ["FastViT_T8", "FasterNetT0"])
+@pytest.mark.parametrize("name", ["FastViT_T8", "FasterNetT0", "EfficientFormerV2S0"])
 def test_kcam_model_16x8_bit_exact_with_tensorflows_given_its_ranges(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """16x8: FastViT's layer-scaled convolutions have channels with max|w| below 5e-7, whose scale
     TensorFlow's 16x8 quantizer does not widen (tests/e2e/test_bias_fit.py has the rule)."""

@@ -158,8 +158,9 @@ def _ops_and_shapes(tflite: bytes) -> tuple[list, list]:
     return ops, shapes
 
 
-# after dropping the squeezing RESHAPE TF gives this FULLY_CONNECTED keep_num_dims (docs/differences.md)
-_KEEP_NUM_DIMS = {"pad_squeeze_reshape"}
+# models whose operators differ from TF's (none since issue 35: pad_squeeze_reshape's FULLY_CONNECTED keeps
+# [1, 1, 1] before the final RESHAPE, as TF's)
+_KEEP_NUM_DIMS: set[str] = set()
 
 
 @pytest.mark.parametrize("name", corpus.MODEL_NAMES)

@@ -16,10 +16,10 @@ Measured on TensorFlow 2.21 (re-measured here, TensorFlow's file is the oracle):
   FakeQuants keep their zero point (qconvert writes both as TensorFlow does).
 - a CONCATENATION keeps each input's own parameters and takes its FakeQuant's (its uint8 kernel
   rescales the inputs that differ), where int8 moves its inputs onto one scale or requantizes them.
-- Where qconvert's file is not TensorFlow's (docs/differences.md): after dropping a squeezing Reshape
-  TensorFlow gives the FULLY_CONNECTED keep_num_dims (version 5), in int8 as well, where qconvert's
-  stays 2-D (pad_squeeze_reshape: outputs equal). (A FULLY_CONNECTED without bias has none in either
-  file since issue 35: narrow_ranges is equal.)
+- after dropping a squeezing Reshape, a FULLY_CONNECTED whose result is reshaped keeps its input's
+  leading dimensions (keep_num_dims, version 5), in int8 as well (pad_squeeze_reshape: equal since
+  issue 35). (A FULLY_CONNECTED without bias has none in either file since issue 35: narrow_ranges is
+  equal.)
 
 Every file is also run by ``qconvert run`` against LiteRT REF (every tensor), dumped (requant check),
 and checked statically (TFLite Micro refuses uint8 CONV_2D, AVERAGE_POOL_2D and MUL).
@@ -53,8 +53,8 @@ ROOT = Path(__file__).resolve().parents[2]
 # per-tensor twins of the QAT corpus whose uint8 file is TensorFlow's
 EQUAL = ["classifier_cli_input", "depthwise", "residual", "two_inputs_arith", "sigmoid_tanh_two_outputs",
          "fq_args_identity_noop", "small_classifier", "mean_keepdims_mul", "concat_branches", "requantize",
-         "narrow_ranges"]
-DIFFERENT = ["pad_squeeze_reshape"]  # the module docstring says how
+         "narrow_ranges", "pad_squeeze_reshape"]
+DIFFERENT: list[str] = []  # none since issue 35
 
 
 @functools.lru_cache(maxsize=None)
