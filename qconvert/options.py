@@ -36,7 +36,7 @@ from qconvert.errors import UsageError
 TARGETS = ("litert", "litert-ref", "tflm", "ethos-u55-128", "ethos-u55-256", "ethos-u65-256", "ethos-u85-256")
 STAGES = ("import", "inputs", "legalize", "fold", "fuse", "calibrate", "prepare", "quantize")  # converter.pipeline
 CALIBRATION_METHODS = ("minmax", "percentile", "entropy", "mse")
-CALIBRATION_ENGINES = ("numpy", "litert")
+CALIBRATION_ENGINES = ("auto", "litert", "numpy")
 BLOCK_SIZES = (32, 64, 128, 256)
 IO_TYPES = ("float32", "int8", "uint8", "int16")  # --input-type / --output-type (quantize_pass/graph_io.py)
 BLOCKWISE_TARGETS = ("litert",)  # blockwise INT4 weights run in XNNPACK only (tools/targets.py's rules)
@@ -354,9 +354,10 @@ class CalibrationOptions:
         None, _integer(1), flag="--calibration-workers", key="calibration_workers", calibrate=True,
         help="Threads running the samples (default: the cores, at most 4); the ranges do not depend on it.")
     engine: str = option(
-        "numpy", _choice(CALIBRATION_ENGINES), flag="--calibration-engine", key="calibration_engine", calibrate=True,
-        help="What runs the float model: numpy (qconvert's kernels) or litert (LiteRT's XNNPACK kernels, about 3x "
-             "faster; ranges equal within float32 rounding, not bit for bit).")
+        "auto", _choice(CALIBRATION_ENGINES), flag="--calibration-engine", key="calibration_engine", calibrate=True,
+        help="What runs the float model: litert (LiteRT's XNNPACK kernels, 2-4x faster), numpy (qconvert's "
+             "kernels, TFLite's summation order: scales TensorFlow's to the last bit more often), or auto: litert "
+             "where LiteRT can run the model, else numpy with a note.")
     method: str = option(
         "minmax", _choice(CALIBRATION_METHODS), flag="--calibration-method", key="calibration_method",
         calibrate=True,

@@ -61,8 +61,10 @@ class Calibration:
     progress: Callable[[int, int], None] | None = None  # (samples done, total)
     recorded: Stats | None = None  # set by record_ranges: the statistics used
     # --calibration-engine: None runs the numpy executor; else (graph, observed names) → a factory
-    # of per-thread runners ``run(feeds, record) -> samples`` (converter/litert_engine.py)
+    # of per-thread runners ``run(feeds, record) -> samples`` (converter/litert_engine.py), which may
+    # raise EngineUnavailable (auto: then numpy runs, and ``engine_used`` says why)
     engine: Callable[[Graph, list[str]], Callable[[], Callable[..., int]]] | None = None
+    engine_used: str = ""  # set by collect: "litert", or "numpy" with the reason after a colon
 
     @property
     def has_data(self) -> bool:
@@ -118,6 +120,11 @@ def _state_ranges(graph: Graph, ranges: Mapping[str, tuple[float, float]],
     return states
 
 
+class EngineUnavailable(Exception):
+    """The automatic engine choice cannot use LiteRT on this graph (the message says why): the
+    numpy executor runs it instead."""
+
+
 def _blas_single_thread():  # type: ignore[no-untyped-def]
     """BLAS limited to one thread while the workers run (each worker is a thread: two BLAS
     pools on two cores fight, 25.8 against 16.5 ms per MobileNetV2 sample, measured)."""
@@ -148,7 +155,14 @@ def collect(graph: Graph, calib: Calibration, names: list[str]) -> Stats:
     fp = fingerprint(graph, names)
     local = threading.local()
     shards: list[Stats] = []
-    make = calib.engine(graph, list(names)) if calib.engine is not None else None
+    make = None
+    calib.engine_used = "numpy"
+    if calib.engine is not None:
+        try:
+            make = calib.engine(graph, list(names))
+            calib.engine_used = "litert"
+        except EngineUnavailable as exc:
+            calib.engine_used = f"numpy: {exc}"
 
     # VARIABLE state tensors (an LSTM's): TensorFlow's calibrator invokes its float model once per
     # sample, in order, without resetting them, so each sample starts from the state the one before
@@ -399,7 +413,8 @@ def calibrate(graph: Graph, ctx: Context) -> bool:
                          Origin.RANGES_FILE)
     if calib.recorded is not None:
         where = f"{len(calib.options.stats)} statistics file(s), " if calib.options.stats else ""
-        engine = f", {calib.options.engine} engine" if calib.engine is not None and not calib.options.stats else ""
+        engine = f", {calib.engine_used.replace(':', ' engine:', 1) if ':' in calib.engine_used else calib.engine_used + ' engine'}" \
+            if calib.engine_used and not calib.options.stats else ""
         ctx.note(f"calibrated {len(kept)} tensor range(s) on {where}{calib.recorded.samples} sample(s) "
                  f"in {seconds:.2f} s ({calib.options.method}{engine})")
     return bool(names) or bool(by_hand)

@@ -134,9 +134,14 @@ def _check_computes(graph: Graph, source: str) -> None:
         values[name] = np.zeros(t.shape or (), np.dtype(t.dtype) if t.dtype != "float16" else np.float32)
     readers = {t: len(graph.consumers(t)) for n in graph.nodes for t in n.outputs}
     for node in graph.nodes:
+        where = f"{source}: operator '{node.name}' ({node.op})"
+        unmade = [i for i in node.inputs if i and i not in values and not graph.is_const(i)
+                  and not graph.tensors[i].variable]
+        if unmade:  # a file's operators are in execution order: an operand no earlier one made is damage
+            raise ConversionError(f"{where} reads tensor '{unmade[0]}', which no operator before it computes; "
+                                  "the file is damaged")
         args = [None if not i or graph.tensors[i].variable else values[i] if i in values else graph.const(i)
                 for i in node.inputs]
-        where = f"{source}: operator '{node.name}' ({node.op})"
         try:
             y = evaluate(graph, node, args, 1)
         except ConversionError:
@@ -186,9 +191,9 @@ def _calibration(graph: Graph, options: ConvertOptions, progress: Any) -> Calibr
 def _engine(name: str) -> Any:
     if name == "numpy":
         return None  # the calibrate stage's own executor
-    from qconvert.converter.litert_engine import prepare  # loads LiteRT only when asked for
+    from qconvert.converter import litert_engine  # loads LiteRT only when a graph is calibrated
 
-    return prepare
+    return litert_engine.prepare if name == "litert" else litert_engine.prepare_or_fall_back
 
 
 def _read_ranges(source: Any) -> dict[str, tuple[float, float]]:

@@ -31,6 +31,7 @@ from typing import Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
+from qconvert.calibration.calibrate import EngineUnavailable
 from qconvert.errors import ConversionError
 from qconvert.ir import Graph
 from qconvert.ir.qdq import is_quantize
@@ -137,3 +138,19 @@ def prepare(graph: Graph, names: Sequence[str]) -> Callable[[], Runner]:
         return run
 
     return make
+
+
+def prepare_or_fall_back(graph: Graph, names: Sequence[str]) -> Callable[[], Runner]:
+    """``--calibration-engine auto`` (the default): :func:`prepare`, or :class:`EngineUnavailable`
+    (the numpy executor runs the samples, and the calibration note says why) when LiteRT is not
+    installed, cannot load the float graph, or the graph carries a state from sample to sample (an
+    LSTM's VARIABLE tensors: the numpy executor runs the samples in order on one worker, as
+    TensorFlow's calibrator does)."""
+    if any(t.variable for t in graph.tensors.values()):
+        raise EngineUnavailable("the graph has state tensors")
+    try:
+        return prepare(graph, names)
+    except ConversionError as exc:
+        why = str(exc).rsplit(f"; {_FIX}", 1)[0].removeprefix("--calibration-engine litert: ")
+        why = why.split("; or ")[0].replace("--calibration-engine litert needs", "it needs")
+        raise EngineUnavailable(why) from None

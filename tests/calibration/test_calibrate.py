@@ -263,6 +263,29 @@ def test_litert_engine_that_cannot_load_or_run_is_one_line(float_pb, monkeypatch
             convert_graph(path, calibration_data=_samples(m), calibration_engine="litert")
 
 
+def test_default_engine_is_litert_and_falls_back_to_numpy_with_the_reason(float_pb, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """``--calibration-engine auto`` (the default): LiteRT where it loads the float graph; where it
+    cannot, the numpy executor, and the calibration note says which ran and why; the ranges are the
+    numpy engine's own then (the same file as ``--calibration-engine numpy``)."""
+    path, m = float_pb
+    from qconvert.api import convert_graph
+    from qconvert.converter import litert_engine
+
+    default = convert_graph(path, calibration_data=_samples(m))
+    assert any(n.endswith("(minmax, litert engine)") for n in default.notes), default.notes
+    assert default.model == convert_graph(path, calibration_data=_samples(m), calibration_engine="litert").model
+
+    def refuse(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise ValueError("Didn't find op for builtin opcode 'CONV_2D' version '9'")
+
+    monkeypatch.setattr(litert_engine, "interpreter", refuse)
+    fell_back = convert_graph(path, calibration_data=_samples(m))
+    note = next(n for n in fell_back.notes if n.startswith("calibrated "))
+    assert "numpy engine: LiteRT: LiteRT cannot load the float graph" not in note  # said once
+    assert "numpy engine: LiteRT cannot load the float graph (Didn't find op" in note, note
+    assert fell_back.model == convert_graph(path, calibration_data=_samples(m), calibration_engine="numpy").model
+
+
 def test_cli_float_graph_without_data_names_the_fix(float_pb, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     path, _ = float_pb
     proc = _run_cli(str(path), "-o", str(tmp_path / "m.tflite"))
