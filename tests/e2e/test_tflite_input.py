@@ -517,3 +517,67 @@ def test_int4_weights_from_the_float_file_equal_the_frozen_graphs(name: str, mon
     assert int4
     for t in int4:  # the float file's weight it came from (several may share a shape)
         assert any(by_hand(w, t) for w in float_weights[tuple(t.shape)]), t.name
+
+
+# --- POW (older converters wrote tf.pow(x, 2) as POW: TFLite Micro's dp_net)
+
+
+def _pow_graph(exponent: float):  # type: ignore[no-untyped-def]
+    import oracle
+
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [1, 8], name="input")
+        tf.identity(tf.pow(x * 1.5, exponent), name="out")
+    return oracle.FloatGraph(g.as_graph_def().SerializeToString(), ["input"], ["out"], {"input": [1, 8]})
+
+
+def _pow_file(exponent: float) -> bytes:
+    """A float file with POW(x, exponent): TensorFlow 2.21 writes tf.pow(x, 3) as POW (x**2 as MUL, x**0.5
+    as SQRT), so the POW of x**3 gets the exponent wanted."""
+    import oracle
+
+    def set_exponent(m):  # type: ignore[no-untyped-def]
+        for t in m.subgraphs[0].tensors:
+            buf = m.buffers[t.buffer]
+            if t.type == 0 and buf.data is not None and len(buf.data) == 4 \
+                    and np.frombuffer(bytes(buf.data), np.float32)[0] == 3.0:
+                buf.data = np.frombuffer(np.float32(exponent).tobytes(), np.uint8)
+
+    flt = oracle.tf_float_convert(_pow_graph(3.0))
+    assert "POW" in oracle.op_names(flt)
+    return oracle.repack(flt, set_exponent)
+
+
+def test_pow_of_2_is_tensorflows_mul(monkeypatch: pytest.MonkeyPatch) -> None:
+    """TensorFlow 2.21 converts tf.pow(x, 2) to MUL(x, x) and quantizes it (measured); a float file's
+    POW(x, 2) gives TensorFlow's int8 file of that graph, given its ranges."""
+    import oracle
+
+    from qconvert.api import convert_graph
+
+    model = _pow_graph(2.0)
+    samples = {"input": np.random.default_rng(0).uniform(-1, 1, (16, 8)).astype(np.float32)}
+    theirs = oracle.tf_ptq_convert(model, samples)
+    assert oracle.op_names(theirs).count("MUL") == 2
+    stats, calibrated = oracle.tf_calibration_statistics(model, samples)
+    assert not oracle.use_tensorflows_statistics(monkeypatch, stats, calibrated, samples)
+    ours = convert_graph(_pow_file(2.0), calibration_data=samples).model
+    _assert_tensorflows_file(ours, theirs, samples, ["input"])
+
+
+def test_other_pow_is_refused_in_one_line_as_tensorflow_leaves_it_float(tmp_path: Path) -> None:
+    """TensorFlow 2.21 has no int8 POW: it writes DEQUANTIZE, POW, QUANTIZE even under TFLITE_BUILTINS_INT8."""
+    import oracle
+    from fuzz import run_main
+
+    samples = {"input": np.random.default_rng(0).uniform(-1, 1, (16, 8)).astype(np.float32)}
+    theirs = oracle.tf_ptq_convert(_pow_graph(3.0), samples)
+    assert [n for n in oracle.op_names(theirs) if n != "MUL"] == ["DEQUANTIZE", "POW", "QUANTIZE"]
+    src = tmp_path / "pow3.tflite"
+    src.write_bytes(_pow_file(3.0))
+    np.savez(tmp_path / "x.npz", **samples)
+    out = tmp_path / "out.tflite"
+    o = run_main([str(src), "--calibration-data", str(tmp_path / "x.npz"), "-o", str(out)])
+    assert o.code == 1 and not out.exists() and len(o.stderr.strip().splitlines()) == 1, o.stderr
+    assert "POW (exponent 3)" in o.stderr and "TensorFlow 2.21 leaves float" in o.stderr, o.stderr
