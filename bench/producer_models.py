@@ -1,7 +1,7 @@
 """Small float models written by other producers than TensorFlow's Keras/GraphDef converters:
 litert-torch (formerly ai-edge-torch) from PyTorch, and ``TFLiteConverter.experimental_from_jax``.
 
-    python bench/producer_models.py [--out tests/fixtures/producers]
+    python bench/producer_models.py [--out tests/fixtures/producers] [--only NAME ...]
 
 writes one float ``.tflite`` per model (fixed seeds; each well under 200 KB) for
 tests/e2e/test_producers.py, which cannot install PyTorch or JAX. bench/producers.py builds the
@@ -25,7 +25,7 @@ import numpy as np
 SHAPES = {
     "litert_torch_cnn": ("litert-torch", (1, 3, 32, 32)),
     "litert_torch_transformer": ("litert-torch", (1, 16, 8)),
-    "litert_torch_cnn_padded_pool": ("litert-torch", (1, 3, 32, 32)),  # bench only
+    "litert_torch_cnn_padded_pool": ("litert-torch", (1, 3, 32, 32)),
     "jax_cnn": ("jax (experimental_from_jax)", (1, 28, 28, 1)),
     "jax_cnn_reduce_window": ("jax (experimental_from_jax)", (1, 28, 28, 1)),  # bench only
 }
@@ -90,7 +90,7 @@ def _torch_models(with_bench_only: bool = False) -> dict[str, object]:
             super().__init__()
             self.stem = nn.Sequential(nn.Conv2d(3, 16, 3, 2, 1, bias=False), nn.BatchNorm2d(16), nn.ReLU())
             # torchvision's ResNet stem pools with MaxPool2d(3, 2, 1): litert-torch writes it as
-            # PADV2 (-inf) + MAX_POOL_2D VALID, which qconvert refuses (bench only)
+            # PADV2 (-inf) + MAX_POOL_2D VALID (litert_torch_cnn_padded_pool)
             self.pool = nn.MaxPool2d(3, 2, 1) if pool_padding else nn.MaxPool2d(2, 2)
             self.layer1 = BasicBlock(16, 16, 1)
             self.layer2 = BasicBlock(16, 32, 2)
@@ -129,10 +129,7 @@ def _torch_models(with_bench_only: bool = False) -> dict[str, object]:
                     if isinstance(mod, nn.BatchNorm2d):
                         mod.running_mean.uniform_(-0.2, 0.2)
                         mod.running_var.uniform_(0.5, 1.5)
-    models = {"litert_torch_cnn": cnn, "litert_torch_transformer": transformer}
-    if with_bench_only:
-        models["litert_torch_cnn_padded_pool"] = padded
-    return models
+    return {"litert_torch_cnn": cnn, "litert_torch_transformer": transformer, "litert_torch_cnn_padded_pool": padded}
 
 
 def build_torch(with_bench_only: bool = False) -> dict[str, bytes]:
@@ -203,6 +200,7 @@ BUILDERS: list[tuple[str, Callable[[], str | None], Callable[[bool], dict[str, b
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "producers"))
+    ap.add_argument("--only", nargs="*", default=[], help="write only these models (names)")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -212,6 +210,8 @@ def main() -> int:
             print(f"skipped {producer}: not installed ({why})")
             continue
         for name, data in build().items():
+            if args.only and name not in args.only:
+                continue
             (out / f"{name}.tflite").write_bytes(data)
             print(f"{producer}: {out / name}.tflite, {len(data)} bytes")
     return 0

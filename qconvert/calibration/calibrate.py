@@ -43,7 +43,7 @@ from qconvert.errors import ConversionError
 from qconvert.ir import Graph
 from qconvert.ir.passes import Context, Origin
 from qconvert.ir.qdq import insert_qdq_after, is_quantize
-from qconvert.ops import Rule, float_operands, row
+from qconvert.ops import Rule, float_operands, pool_fill, row
 from qconvert.options import CalibrationOptions
 from qconvert.quant import calibrated_range_params
 
@@ -91,6 +91,15 @@ def candidates(graph: Graph) -> list[str]:
                   and graph.tensors[node.inputs[s]].variable and graph.tensors[node.inputs[s]].quant is None]
         names += [o for o in node.outputs if _needs_range(graph, o)]
     return names
+
+
+def pads_a_pool(graph: Graph, node) -> bool:  # type: ignore[no-untyped-def]
+    """A pad whose fill is ±inf (PyTorch's padded max pool, as litert-torch writes it): its output's
+    range is that of its finite values (its input's), and its output shares its input's parameters."""
+    r = row(node.op)
+    slot = r.fill_slot if r is not None else None
+    return (slot is not None and slot < len(node.inputs) and graph.is_const(node.inputs[slot])
+            and pool_fill(node.op, graph.const(node.inputs[slot])))
 
 
 def _state_ranges(graph: Graph, ranges: Mapping[str, tuple[float, float]],
@@ -151,6 +160,7 @@ def collect(graph: Graph, calib: Calibration, names: list[str]) -> Stats:
 
     assert calib.samples is not None
     wanted = set(names)
+    padded = {n.outputs[0] for n in graph.nodes if pads_a_pool(graph, n)}
     hist = calib.options.histograms or calib.options.method != "minmax"
     fp = fingerprint(graph, names)
     local = threading.local()
@@ -183,6 +193,8 @@ def collect(graph: Graph, calib: Calibration, names: list[str]) -> Stats:
 
         def record(name: str, value: np.ndarray) -> None:
             if name in wanted:
+                if name in padded:  # a max pool's ±inf padding: the range of the finite values
+                    value = value[np.abs(value) < np.finfo(np.float32).max]
                 stats.update(name, value)
 
         return local.run(feeds, record)
@@ -330,6 +342,8 @@ def _in_place_unions(graph: Graph, lo: dict[str, float], hi: dict[str, float]) -
 def _prefers_result_scale(graph: Graph, node) -> bool:  # type: ignore[no-untyped-def]
     """A same-scale op with two or more float operands (a concat; MAXIMUM/MINIMUM of an activation
     and a constant too) keeps its result's range, which its operands then take."""
+    if pads_a_pool(graph, node):
+        return False  # one activation operand: as PAD, the input's range
     slots = float_operands(node.op, node.inputs)
     return len([s for s in slots if node.inputs[s]]) >= 2
 

@@ -506,6 +506,7 @@ TF_OPS: dict[str, TfOp] = {
     "SplitV": TfOp("SPLIT_V", None),
     "Unpack": TfOp("UNPACK", None),
     "Pad": TfOp("PAD", shape_pad),
+    "PadV2": TfOp("PADV2", shape_pad),
     "Softmax": TfOp("SOFTMAX", shape_same),
     "Sigmoid": TfOp("LOGISTIC", shape_same),
     "Tanh": TfOp("TANH", shape_same),

@@ -257,6 +257,9 @@ def _add_op(graph: Graph, sg: Any, op: Any, names: list[str], source: str) -> No
     if op.builtin == CUSTOM:
         raise ConversionError(f"{source}: tensor '{out}' comes from custom op '{op.custom_code}', which qconvert "
                               "cannot quantize")
+    if op.builtin == "POW":
+        _add_square(graph, sg, op, names, source, out)
+        return
     r = row(op.builtin)
     if r is None or r.made is not Made.FLOAT or (r.kernel is None and not r.reshapes):
         raise ConversionError(f"{source}: tensor '{out}' comes from {op.builtin}, which qconvert cannot quantize "
@@ -269,6 +272,23 @@ def _add_op(graph: Graph, sg: Any, op: Any, names: list[str], source: str) -> No
         graph.add_tensor(_activation(sg.tensors[o], names[o]))
     attrs = {k: v for k, v in op.options.items() if k not in _WRITER_OPTIONS and v is not None}
     graph.add_node(Node(op.builtin, ins, [names[o] for o in op.outputs], attrs, name=out))
+
+
+def _add_square(graph: Graph, sg: Any, op: Any, names: list[str], source: str, out: str) -> None:
+    """POW(x, 2) as MUL(x, x): TensorFlow 2.21's converter writes ``tf.pow(x, 2.0)`` so, and quantizes
+    it as a MUL; any other POW it leaves float (no int8 kernel; measured: DEQUANTIZE, POW, QUANTIZE even
+    under TFLITE_BUILTINS_INT8), and qconvert refuses it (older converters wrote POW(x, 2): dp_net)."""
+    t = sg.tensors[op.inputs[1]] if len(op.inputs) == 2 and op.inputs[1] >= 0 else None
+    exponent = _constant(t, names[op.inputs[1]]) if t is not None and t.data is not None else None
+    if exponent is None or exponent.size == 0 or not np.all(exponent == 2.0) \
+            or tuple(sg.tensors[op.outputs[0]].shape) != tuple(sg.tensors[op.inputs[0]].shape):
+        what = "an activation" if exponent is None else f"{exponent.reshape(-1)[:1].tolist()[0]:g}"
+        raise ConversionError(f"{source}: tensor '{out}' comes from POW (exponent {what}), which TensorFlow 2.21 "
+                              "leaves float (no int8 kernel) and qconvert cannot quantize; only x**2 converts "
+                              "(as MUL x·x, as TensorFlow writes it): rewrite the power, or keep the model float")
+    x = _operand(graph, sg, op.inputs[0], names)
+    graph.add_tensor(_activation(sg.tensors[op.outputs[0]], out))
+    graph.add_node(Node("MUL", [x, x], [out], {"fused_activation_function": "NONE"}, name=out))
 
 
 def _operand(graph: Graph, sg: Any, i: int, names: list[str]) -> str:

@@ -639,6 +639,7 @@ REWRITES: dict[str, Rewrite] = {
     "GatherV2": gather,
     "ArgMax": arg_max,
     "Pad": int32_operands("PAD", 1),
+    "PadV2": int32_operands("PADV2", 1),
     "Softmax": plain("SOFTMAX", beta=1.0),
 }
 

@@ -26,11 +26,12 @@ from qconvert.ops.table import (
     float_version,
     int8_version,
     is_custom,
+    pool_fill,
     requant,
     row,
     uint8_version,
 )
 
 __all__ = ["CLAMPS", "CUSTOM", "HARD_SWISH_GATE", "PRELU_GATE", "TABLE", "Form16", "Made", "OpRow", "Rule",
-           "custom_row", "float_operands", "float_version", "int8_version", "is_custom", "requant", "row",
-           "uint8_version"]
+           "custom_row", "float_operands", "float_version", "int8_version", "is_custom", "pool_fill", "requant",
+           "row", "uint8_version"]

@@ -182,6 +182,12 @@ def pad(node: Any, x: np.ndarray, p: np.ndarray) -> np.ndarray:
     return np.pad(x, np.asarray(p).astype(np.int64).tolist())
 
 
+def padv2(node: Any, x: np.ndarray, p: np.ndarray, fill: np.ndarray) -> np.ndarray:
+    """PAD with a fill value (its third operand, a scalar; -inf for PyTorch's padded max pool)."""
+    c = np.float32(np.asarray(fill).reshape(-1)[0])
+    return np.pad(x, np.asarray(p).astype(np.int64).tolist(), constant_values=c)
+
+
 def transpose(node: Any, x: np.ndarray, perm: np.ndarray) -> np.ndarray:
     return np.transpose(x, np.asarray(perm).astype(np.int64).tolist())
 

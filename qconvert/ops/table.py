@@ -23,6 +23,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from qconvert import quant as qm
 from qconvert.ops import float_kernels as fk
 from qconvert.ops import recipes as r
@@ -129,6 +131,10 @@ class OpRow:
     # calibration
     in_place: bool = False  # TFLite's kernels may share the output buffer with an input
     zero_pads: bool = False  # PAD: slot 1 holds the paddings, the fill is zero
+    # PADV2: the slot of its fill value, quantized with the shared parameters; a fill of -inf or +inf
+    # (or ±FLT_MAX, as TensorFlow writes them) pads a max or min pool: its output's range is not recorded,
+    # it takes its input's, and the fill becomes the lowest or highest integer (``pool_fill``)
+    fill_slot: int | None = None
     takes_same_padding: bool = False  # a window op whose VALID + zero PAD may become SAME (fuse_pad_into_conv)
     weight_slots: tuple[int, ...] = ()  # FREE ops: constant operands quantized as weights (symmetric)
     # a recurrent op's VARIABLE state operands: its float kernel returns their final values too,
@@ -250,6 +256,10 @@ TABLE: dict[str, OpRow] = dict([
          layout="reshape"),
     _row("SQUEEZE", Rule.SAME_SCALE, 1, moves_elements=True, uint8=True, reshapes=True, folds=True),
     _row("PAD", Rule.SAME_SCALE, 2, uint8=True, float_inputs=(0,), kernel=fk.pad, folds=True, zero_pads=True),
+    # TF 2.21 (measured): v2 in int8, input, fill and output at the output's parameters (its range includes
+    # the fill), the fill quantized and clamped; its 16x8 form keeps a float32 fill, which LiteRT refuses
+    _row("PADV2", Rule.SAME_SCALE, 2, form16=Form16.NONE, float_inputs=(0, 2), kernel=fk.padv2, folds=True,
+         fill_slot=2),
     _row("SOFTMAX", Rule.FIXED, 2, uint8=True, int8_to_int16=True, fixed=(1.0 / 256.0, -128),
          fixed16=(1.0 / 32768.0, 0), kernel=fk.softmax, requant=r.softmax, requant16=r.softmax16),
     _row("LOGISTIC", Rule.FIXED, 2, hoists=True, uint8=True, fixed=(1.0 / 256.0, -128), fixed16=(1.0 / 32768.0, 0), kernel=fk.logistic,
@@ -317,6 +327,17 @@ def custom_row(builtin: str, custom_code: str | None) -> OpRow | None:
     """The row of a file's custom operator that ``run`` executes, filed under its custom code."""
     r_ = TABLE.get(custom_code) if builtin == CUSTOM and custom_code is not None else None
     return r_ if r_ is not None and r_.custom else None
+
+
+def pool_fill(op: str, fill: Any) -> bool:
+    """``fill``, the constant in ``op``'s fill slot, pads a max (min) pool: -inf (+inf), or ±FLT_MAX,
+    the value TensorFlow's converter writes for an infinity. Such a value has no int8 form; the
+    padded tensor takes its input's range and the fill its lowest (highest) integer."""
+    r_ = TABLE.get(op)
+    if r_ is None or r_.fill_slot is None:
+        return False
+    v = np.asarray(fill, np.float32).reshape(-1)
+    return v.size == 1 and bool(np.abs(v[0]) >= np.finfo(np.float32).max)
 
 
 def row(op: str) -> OpRow | None:

@@ -27,7 +27,7 @@ from qconvert.ir import Graph, Node
 from qconvert.ir.digest import value_digest
 from qconvert.ir.passes import Context
 from qconvert.ir.qdq import is_dequantize, is_quantize
-from qconvert.ops import Rule, row
+from qconvert.ops import Rule, pool_fill, row
 from qconvert.quant import (
     INT32_MAX,
     INT32_MIN,
@@ -48,6 +48,9 @@ def quantize_constants(graph: Graph, ctx: Context) -> bool:
             continue
         out = graph.tensors[node.outputs[0]]
         value = graph.const(node.inputs[0])
+        if not np.isfinite(value).all() and _pool_fill(graph, node):
+            # a max (min) pool's -inf (+inf) padding: the lowest (highest) integer, as the clamp makes it
+            value = np.nan_to_num(value, posinf=np.finfo(np.float32).max, neginf=-np.finfo(np.float32).max)
         if not np.isfinite(value).all():
             raise ConversionError(
                 f"constant '{node.inputs[0]}' contains NaN or infinite values; it cannot be quantized "
@@ -91,6 +94,14 @@ def _readers(graph: Graph, quantize: Node) -> list[tuple[Node, list[int]]]:
         for r in (graph.consumers(dq.outputs[0]) if is_dequantize(dq) else [dq]):
             out.append((r, [k for k, i in enumerate(r.inputs) if i == dq.outputs[0]]))
     return out
+
+
+def _pool_fill(graph: Graph, quantize: Node) -> bool:
+    """Every op reading this constant reads it as a fill of ±inf that pads a max or min pool (PADV2)."""
+    value = graph.const(quantize.inputs[0])
+    readers = _readers(graph, quantize)
+    return bool(readers) and all(slots == [row(r.op).fill_slot] and pool_fill(r.op, value)  # type: ignore[union-attr]
+                                 for r, slots in readers)
 
 
 def _weight_slots(op: str) -> tuple[int, ...]:

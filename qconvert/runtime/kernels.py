@@ -672,6 +672,7 @@ KERNELS: dict[str, Callable[[OpCall], np.ndarray]] = {
     "CAST": cast,  # between bool, integers and floats (the row's any_type)
     "TFLite_Detection_PostProcess": detection_postprocess,  # a custom op, float32 (the row's custom)
     "PAD": pad,
+    "PADV2": pad,
     "SPACE_TO_BATCH_ND": space_to_batch_nd,
     "BATCH_TO_SPACE_ND": batch_to_space_nd,
     "QUANTIZE": requantize,

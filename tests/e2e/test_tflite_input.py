@@ -379,3 +379,205 @@ def test_compare_takes_the_float_file(tmp_path: Path) -> None:
     assert not a.unmapped and len(a.rows) == len(b.rows) > 0
     for x, y in zip(a.rows, b.rows):
         assert x.e2e.snr_db() == pytest.approx(y.e2e.snr_db(), abs=0.5) and x.e2e.snr_db() > 20, (x, y)
+
+
+# --- every mode on a float .tflite (issue 36): TensorFlow's float file given to qconvert in a mode is
+# TensorFlow's own conversion of the same graph in that mode, compared as the .pb path's tests compare
+# (test_int16.py, test_dynamic_range.py, test_per_tensor_weights.py, test_model_io_types.py), given
+# TensorFlow's recorded ranges where calibrated
+
+MODE_MODELS = ["conv_relu_perchannel", "depthwise", "residual", "sigmoid_tanh_two_outputs", "small_classifier",
+               "MobileNetV2"]
+
+
+def _mode_model(name: str) -> tuple:  # type: ignore[type-arg]
+    """(FloatGraph, samples, input ranges): a QAT-corpus twin, or keras.applications MobileNetV2 at 32 px."""
+    import corpus
+    import oracle
+
+    if name == "MobileNetV2":
+        import keras_apps
+
+        pb, shape = keras_apps.build(name)
+        samples = {"input": np.random.default_rng(1).uniform(-1, 1, (8, *shape[1:])).astype(np.float32)}
+        return oracle.FloatGraph(pb, ["input"], ["Identity"], {"input": shape}), samples, {"input": (-1.0, 1.0)}
+    m = corpus.build_float_graph(name)
+    rng = np.random.default_rng(3)
+    samples = {n: rng.uniform(*m.input_ranges[n], (16, *m.shapes[n][1:])).astype(np.float32) for n in m.inputs}
+    return oracle.FloatGraph(m.graph_def, m.inputs, m.outputs, m.shapes), samples, dict(m.input_ranges)
+
+
+def _ours_given_tensorflows_ranges(model, samples: dict[str, np.ndarray],  # type: ignore[no-untyped-def]
+                                   monkeypatch: pytest.MonkeyPatch, **options) -> bytes:
+    """qconvert's file from TensorFlow's float .tflite in a mode, calibrated with TensorFlow's ranges."""
+    import oracle
+
+    from qconvert.api import convert_graph
+
+    flt = oracle.tf_float_convert(model)
+    stats, calibrated = oracle.tf_calibration_statistics(model, samples)
+    unpaired = oracle.use_tensorflows_statistics(monkeypatch, stats, calibrated, samples)
+    assert not unpaired, f"tensors with no TensorFlow range: {unpaired[:5]}"
+    return convert_graph(flt, calibration_data=samples, **options).model
+
+
+@pytest.mark.parametrize("name", MODE_MODELS)
+def test_16x8_from_the_float_file_equals_tensorflows_16x8_file(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import oracle
+    import test_int16
+
+    model, samples, _ = _mode_model(name)
+    theirs = oracle.tf_ptq_convert(model, samples, int16=True)
+    ours = _ours_given_tensorflows_ranges(model, samples, monkeypatch, activations="int16")
+    test_int16._assert_same(ours, theirs, samples, model.inputs)
+
+
+@pytest.mark.parametrize("weights", ["int8", "float16"])
+@pytest.mark.parametrize("name", MODE_MODELS)
+def test_dynamic_range_and_float16_from_the_float_file_equal_tensorflows(name: str, weights: str) -> None:
+    import oracle
+    from file_compare import compare_files, compare_outputs, tf_dynamic_range
+
+    from qconvert.api import convert_graph
+
+    model, _, _ = _mode_model(name)
+    theirs = tf_dynamic_range(model.graph_def, model.inputs, model.outputs, model.shapes, weights == "float16")
+    ours = convert_graph(oracle.tf_float_convert(model), activations="float", weights=weights).model
+    assert compare_files(ours, theirs) > 0
+    compare_outputs(ours, theirs, model.shapes, n=2)
+
+
+@pytest.mark.parametrize("name", [n for n in MODE_MODELS if n != "sigmoid_tanh_two_outputs"] + ["requantize"])
+def test_per_tensor_weights_from_the_float_file_equal_tensorflows(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import oracle
+    import test_per_tensor_weights
+
+    model, samples, _ = _mode_model(name)
+    theirs = oracle.tf_ptq_convert(model, samples, per_tensor=True)
+    ours = _ours_given_tensorflows_ranges(model, samples, monkeypatch, per_tensor_weights=True)
+    test_per_tensor_weights._assert_same(ours, theirs, samples, model.inputs)
+
+
+IO_CASES = [("two_inputs_arith", "uint8", "float32", False), ("sigmoid_tanh_two_outputs", "float32", "float32", False),
+            ("conv_relu_perchannel", "uint8", "uint8", False), ("MobileNetV2", "float32", "uint8", False),
+            ("sigmoid_tanh_two_outputs", "float32", "int16", True), ("residual", "float32", "float32", True)]
+
+
+@pytest.mark.parametrize("name, it, ot, int16", IO_CASES, ids=[f"{n}-{i}-{o}{'-16x8' if s else ''}"
+                                                                for n, i, o, s in IO_CASES])
+def test_model_io_types_from_the_float_file_equal_tensorflows(name: str, it: str, ot: str, int16: bool,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    import oracle
+    import test_model_io_types
+
+    model, samples, ranges = _mode_model(name)
+    theirs = oracle.tf_ptq_convert(model, samples, int16=int16, input_type=it, output_type=ot)
+    ours = _ours_given_tensorflows_ranges(model, samples, monkeypatch, activations="int16" if int16 else "int8",
+                                          input_type=it, output_type=ot)
+    test_model_io_types._assert_same(ours, theirs, ranges)
+
+
+@pytest.mark.parametrize("name", ["conv_relu_perchannel", "small_classifier", "MobileNetV2"])
+def test_int4_weights_from_the_float_file_equal_the_frozen_graphs(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """TensorFlow has no int4 post-training mode: the oracle is the file qconvert writes from the frozen
+    graph (its INT4 weights checked by hand in tests/e2e/test_low_bit.py), both given TensorFlow's
+    ranges, and the hand rule: every INT4 weight clip(round(w / s), -7, 7) with s = max|w| / 7 of its
+    output channel, from the float file's own weights."""
+    import oracle
+    from file_compare import structure
+
+    from qconvert.api import convert_graph
+    from qconvert.schema.reader import read_model
+
+    model, samples, _ = _mode_model(name)
+    ours = _ours_given_tensorflows_ranges(model, samples, monkeypatch, weights="int4")
+    oracle.use_tensorflows_rsqrt(monkeypatch)  # the float file's BatchNorms are folded with TensorFlow's rsqrt
+    from_pb = convert_graph(model.graph_def, inputs=model.inputs, outputs=model.outputs, calibration_data=samples,
+                            weights="int4").model
+    a, b = structure(ours), structure(from_pb)
+    for key in ("inputs", "outputs", "ops", "activations", "constants"):
+        assert a[key] == b[key], f"{key}: ours {str(a[key])[:300]}\n  .pb {str(b[key])[:300]}"
+    report = oracle.compare_ptq(ours, from_pb, samples, model.inputs)
+    assert report.outputs > 0 and report.max_lsb == 0 and not report.weight_diffs, report
+    flt = read_model(oracle.tf_float_convert(model)).subgraphs[0]
+    float_weights: dict[tuple, list] = {}
+    for t in flt.tensors:
+        if t.data is not None and t.dtype == "float32":
+            float_weights.setdefault(tuple(t.shape), []).append(t.array().astype(np.float32))
+
+    def by_hand(w: np.ndarray, t) -> bool:  # type: ignore[no-untyped-def]
+        m_abs = np.abs(w.reshape(w.shape[0], -1)).max(axis=1).astype(np.float64)
+        x = w.astype(np.float64) / (m_abs / 7).reshape(-1, *[1] * (w.ndim - 1))
+        return (np.array_equal(np.asarray(t.scale, np.float32), (m_abs / 7).astype(np.float32))
+                and np.array_equal(t.array(), np.clip(np.sign(x) * np.floor(np.abs(x) + 0.5), -7, 7).astype(np.int8)))
+
+    sg = read_model(ours).subgraphs[0]
+    int4 = [sg.tensors[o.inputs[1]] for o in sg.operators
+            if len(o.inputs) > 1 and sg.tensors[o.inputs[1]].dtype == "int4"]
+    assert int4
+    for t in int4:  # the float file's weight it came from (several may share a shape)
+        assert any(by_hand(w, t) for w in float_weights[tuple(t.shape)]), t.name
+
+
+# --- POW (older converters wrote tf.pow(x, 2) as POW: TFLite Micro's dp_net)
+
+
+def _pow_graph(exponent: float):  # type: ignore[no-untyped-def]
+    import oracle
+
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [1, 8], name="input")
+        tf.identity(tf.pow(x * 1.5, exponent), name="out")
+    return oracle.FloatGraph(g.as_graph_def().SerializeToString(), ["input"], ["out"], {"input": [1, 8]})
+
+
+def _pow_file(exponent: float) -> bytes:
+    """A float file with POW(x, exponent): TensorFlow 2.21 writes tf.pow(x, 3) as POW (x**2 as MUL, x**0.5
+    as SQRT), so the POW of x**3 gets the exponent wanted."""
+    import oracle
+
+    def set_exponent(m):  # type: ignore[no-untyped-def]
+        for t in m.subgraphs[0].tensors:
+            buf = m.buffers[t.buffer]
+            if t.type == 0 and buf.data is not None and len(buf.data) == 4 \
+                    and np.frombuffer(bytes(buf.data), np.float32)[0] == 3.0:
+                buf.data = np.frombuffer(np.float32(exponent).tobytes(), np.uint8)
+
+    flt = oracle.tf_float_convert(_pow_graph(3.0))
+    assert "POW" in oracle.op_names(flt)
+    return oracle.repack(flt, set_exponent)
+
+
+def test_pow_of_2_is_tensorflows_mul(monkeypatch: pytest.MonkeyPatch) -> None:
+    """TensorFlow 2.21 converts tf.pow(x, 2) to MUL(x, x) and quantizes it (measured); a float file's
+    POW(x, 2) gives TensorFlow's int8 file of that graph, given its ranges."""
+    import oracle
+
+    from qconvert.api import convert_graph
+
+    model = _pow_graph(2.0)
+    samples = {"input": np.random.default_rng(0).uniform(-1, 1, (16, 8)).astype(np.float32)}
+    theirs = oracle.tf_ptq_convert(model, samples)
+    assert oracle.op_names(theirs).count("MUL") == 2
+    stats, calibrated = oracle.tf_calibration_statistics(model, samples)
+    assert not oracle.use_tensorflows_statistics(monkeypatch, stats, calibrated, samples)
+    ours = convert_graph(_pow_file(2.0), calibration_data=samples).model
+    _assert_tensorflows_file(ours, theirs, samples, ["input"])
+
+
+def test_other_pow_is_refused_in_one_line_as_tensorflow_leaves_it_float(tmp_path: Path) -> None:
+    """TensorFlow 2.21 has no int8 POW: it writes DEQUANTIZE, POW, QUANTIZE even under TFLITE_BUILTINS_INT8."""
+    import oracle
+    from fuzz import run_main
+
+    samples = {"input": np.random.default_rng(0).uniform(-1, 1, (16, 8)).astype(np.float32)}
+    theirs = oracle.tf_ptq_convert(_pow_graph(3.0), samples)
+    assert [n for n in oracle.op_names(theirs) if n != "MUL"] == ["DEQUANTIZE", "POW", "QUANTIZE"]
+    src = tmp_path / "pow3.tflite"
+    src.write_bytes(_pow_file(3.0))
+    np.savez(tmp_path / "x.npz", **samples)
+    out = tmp_path / "out.tflite"
+    o = run_main([str(src), "--calibration-data", str(tmp_path / "x.npz"), "-o", str(out)])
+    assert o.code == 1 and not out.exists() and len(o.stderr.strip().splitlines()) == 1, o.stderr
+    assert "POW (exponent 3)" in o.stderr and "TensorFlow 2.21 leaves float" in o.stderr, o.stderr
