@@ -25,6 +25,7 @@ from qconvert.fuse.into_op import sole_reader
 from qconvert.ir import Graph, Node
 from qconvert.ir.passes import Context
 from qconvert.ir.qdq import is_dequantize, is_quantize
+from qconvert.legalize.fake_quant_pairs import FROM_FAKE_QUANT_ARGS
 from qconvert.ops import Rule, row
 
 
@@ -240,7 +241,10 @@ def move_activation_before_reshape(graph: Graph, ctx: Context) -> bool:
     RESHAPE``; ``SPLIT → RESHAPE → RELU`` is ``SPLIT → RELU → RESHAPE`` (EfficientViT_B0's linear
     attention on a 1x1 map); ``MEAN(keep_dims=False) → RESHAPE → RELU`` keeps the RESHAPE after the RELU,
     so the MEAN does not keep its dimensions; LOGISTIC and TANH too; LEAKY_RELU stays, and so does
-    an ACT after a RESHAPE that has another reader). Moved again across chains of such ops."""
+    an ACT after a RESHAPE that has another reader; and a MOVE reading a ``FakeQuantWithMinMaxArgs``
+    (QAT: on a graph input TF keeps ``FQ(args) → RESHAPE → RELU`` and moves the RELU after
+    ``FQ(vars)``; after a conv, an ADD or a RELU6 the RESHAPE has moved above the FakeQuant already,
+    legalize/fake_quant_pairs.py). Moved again across chains of such ops."""
     moved = False
     changed = True
     while changed:
@@ -258,6 +262,9 @@ def move_activation_before_reshape(graph: Graph, ctx: Context) -> bool:
             x_shape = graph.tensors[x].shape
             if x_shape is None or graph.tensors[x].dtype != graph.tensors[out].dtype:
                 continue
+            dq = graph.producer(x)
+            if is_dequantize(dq) and dq.attrs.get(FROM_FAKE_QUANT_ARGS):  # type: ignore[union-attr]
+                continue  # TF leaves FakeQuantWithMinMaxArgs → MOVE → ACT as it is
             act.inputs[0] = x
             act.outputs = [mid]
             graph.tensors[mid].shape = tuple(x_shape)

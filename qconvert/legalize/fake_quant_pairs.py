@@ -23,6 +23,9 @@ from qconvert.ir.passes import Context, Origin
 from qconvert.ir.qdq import insert_qdq_after
 from qconvert.quant import fake_quant_params, fake_quant_params_per_channel
 
+# a private mark on the DEQUANTIZE of a FakeQuantWithMinMaxArgs (never written to a file)
+FROM_FAKE_QUANT_ARGS = "_from_fake_quant_args"
+
 _VARIANTS = {
     "FakeQuantWithMinMaxArgs": "args",
     "FakeQuantWithMinMaxVars": "vars",
@@ -234,6 +237,8 @@ def legalize_fake_quant(graph: Graph, ctx: Context) -> bool:
             "per_channel": per_channel,
             "variant": "args" if variant == "args" else "vars",
         }
-        insert_qdq_after(graph, out, params, Origin.FAKE_QUANT)
+        dq_out = insert_qdq_after(graph, out, params, Origin.FAKE_QUANT)
+        if variant == "args":  # TF moves no activation above a MOVE reading it (fuse/reshapes.py)
+            graph.producer(dq_out).attrs[FROM_FAKE_QUANT_ARGS] = True  # type: ignore[union-attr]
         changed = True
     return changed

@@ -61,3 +61,28 @@ def test_input_fake_quant_then_a_same_scale_op_as_tensorflow(kind: str, stated: 
     ours = convert_graph(m.graph_def, inputs=m.inputs, outputs=m.outputs, inputs_range=m.input_ranges).model
     assert oracle.op_names(ours) == oracle.op_names(theirs)
     assert oracle.compare_models(ours, theirs, n_inputs=8).max_abs_diff == 0
+
+
+@pytest.mark.parametrize("producer", ["conv", "add", "relu6"])
+def test_fake_quant_then_reshape_then_relu_keeps_tensorflows_order(producer: str) -> None:
+    """``op → FakeQuant → RESHAPE → RELU → FakeQuant`` (QAT): TensorFlow moves the RESHAPE above the
+    FakeQuant and keeps RESHAPE → RELU (the post-training rule moves the RELU before the RESHAPE)."""
+    fq = tf.quantization.fake_quant_with_min_max_args
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [1, 4, 4, 2], name="input")
+        q = fq(x, -1, 1)
+        if producer == "conv":
+            w = fq(tf.constant(np.random.default_rng(0).normal(0, 0.3, (1, 1, 2, 2)).astype(np.float32)), -1, 1,
+                   narrow_range=True)
+            h = fq(tf.nn.conv2d(q, w, 1, "SAME"), -2, 2)
+        elif producer == "add":
+            h = fq(q + fq(tf.constant(np.full((1, 4, 4, 2), 0.5, np.float32)), 0, 1), -2, 2)
+        else:
+            h = fq(tf.nn.relu6(q), 0, 1)
+        tf.identity(fq(tf.nn.relu(tf.reshape(h, [1, 32])), 0, 2), name="out")
+    m = _Model(producer, g.as_graph_def().SerializeToString(), input_ranges={"input": (-1.0, 1.0)})
+    theirs = oracle.tf_convert(m)
+    ours = convert_graph(m.graph_def, inputs=m.inputs, outputs=m.outputs, inputs_range=m.input_ranges).model
+    assert oracle.op_names(ours) == oracle.op_names(theirs)
+    assert oracle.compare_models(ours, theirs, n_inputs=8).max_abs_diff == 0
