@@ -40,22 +40,27 @@ def _frozen(value: Any) -> Any:
     return value
 
 
+_HEAD = 16  # elements compared before two constants of a shape are digested
+
+
 def _const_names(graph: Graph) -> dict[str, str]:
     """Each float32 constant equal to an earlier one (shape, bytes, parameters) → that one's name.
-    Only constants sharing a shape with another are digested (a digest, not a copy of the bytes:
-    ResNet50 has tens of MB of weights of a shared shape)."""
+    Only constants sharing their shape, parameters and first elements with another are digested (a
+    digest, not a copy of the bytes: ResNet50 has tens of MB of weights of a shared shape; the first
+    elements tell most weights apart without reading them all)."""
     groups: dict[tuple, list[str]] = {}
     for name, t in graph.tensors.items():
         if t.data is not None and t.dtype == "float32":
-            groups.setdefault((t.dtype, tuple(t.data.shape)), []).append(name)
+            data = np.asarray(t.data)
+            head = data.flat[:_HEAD].tobytes()  # in C order, without copying a strided array
+            groups.setdefault((data.shape, t.quant, t.blockwise, head), []).append(name)
     same: dict[str, str] = {}
     for names in groups.values():
         if len(names) < 2:
             continue
-        first: dict[tuple, str] = {}
+        first: dict[bytes, str] = {}
         for name in names:
-            t = graph.tensors[name]
-            kept = first.setdefault((value_digest(np.asarray(t.data)), t.quant, t.blockwise), name)
+            kept = first.setdefault(value_digest(np.asarray(graph.tensors[name].data)), name)
             if kept != name:
                 same[name] = kept
     return same
