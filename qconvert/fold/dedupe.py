@@ -42,6 +42,9 @@ def _frozen(value: Any) -> Any:
     return value
 
 
+_HEAD = 16  # elements compared before two constants of a shape are digested
+
+
 def _value(data: np.ndarray) -> np.ndarray:
     """A constant as compared: integers of any width as int64."""
     data = np.asarray(data)
@@ -50,21 +53,23 @@ def _value(data: np.ndarray) -> np.ndarray:
 
 def _const_names(graph: Graph) -> dict[str, str]:
     """Each constant equal to an earlier one (shape, value, parameters; float32 to float32,
-    integers of any width to integers) → that one's name. Only constants sharing a shape with
-    another are digested (a digest, not a copy of the bytes: ResNet50 has tens of MB of weights of
-    a shared shape)."""
+    integers of any width to integers) → that one's name. Only constants sharing their shape,
+    parameters and first elements with another are digested (a digest, not a copy of the bytes:
+    ResNet50 has tens of MB of weights of a shared shape; the first elements tell most weights apart
+    without reading them all)."""
     groups: dict[tuple, list[str]] = {}
     for name, t in graph.tensors.items():
         if t.data is not None and (t.dtype == "float32" or np.asarray(t.data).dtype.kind in "iu"):
-            groups.setdefault((_value(t.data).dtype.name, tuple(t.data.shape)), []).append(name)
+            data = _value(t.data)
+            head = data.flat[:_HEAD].tobytes()  # in C order, without copying a strided array
+            groups.setdefault((data.dtype.name, data.shape, t.quant, t.blockwise, head), []).append(name)
     same: dict[str, str] = {}
     for names in groups.values():
         if len(names) < 2:
             continue
-        first: dict[tuple, str] = {}
+        first: dict[bytes, str] = {}
         for name in names:
-            t = graph.tensors[name]
-            kept = first.setdefault((value_digest(_value(t.data)), t.quant, t.blockwise), name)
+            kept = first.setdefault(value_digest(_value(graph.tensors[name].data)), name)
             if kept != name:
                 same[name] = kept
     return same

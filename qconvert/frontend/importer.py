@@ -368,24 +368,26 @@ def _topological(needed: list[str], by_name: Mapping[str, RawNode], cut: set[str
     """Depth-first post-order over data inputs; reports a cycle by node name."""
     state: dict[str, int] = {}
     order: list[str] = []
+    def data_inputs(name: str) -> list[str]:
+        return [] if name in cut else [r for r in by_name[name].inputs
+                                       if not r.startswith("^") and tensor_name(r) not in cut_tensors]
+
     for root in sorted(needed):
         if root in state:
             continue
-        stack: list[tuple[str, int]] = [(root, 0)]
+        stack: list[tuple[str, list[str], int]] = [(root, data_inputs(root), 0)]
         state[root] = 1
         while stack:
-            name, i = stack[-1]
-            refs = [] if name in cut else [r for r in by_name[name].inputs
-                                           if not r.startswith("^") and tensor_name(r) not in cut_tensors]
+            name, refs, i = stack[-1]
             if i < len(refs):
-                stack[-1] = (name, i + 1)
+                stack[-1] = (name, refs, i + 1)
                 src = _node_of(refs[i])
                 st = state.get(src, 0)
                 if st == 1:
                     raise ConversionError(f"the graph has a cycle through node '{src}'")
                 if st == 0:
                     state[src] = 1
-                    stack.append((src, 0))
+                    stack.append((src, data_inputs(src), 0))
             else:
                 state[name] = 2
                 order.append(name)

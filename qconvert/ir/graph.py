@@ -297,8 +297,9 @@ class Graph:
         dirty, self._dirty = self._dirty, {}
         for node in dirty:
             self._unindex(node)
-            ins = tuple(dict.fromkeys(i for i in node.inputs if i))
-            outs = tuple(dict.fromkeys(node.outputs))
+            readers = dict.fromkeys(node.inputs)
+            readers.pop("", None)  # an absent optional input
+            ins, outs = tuple(readers), tuple(dict.fromkeys(node.outputs))
             for t in ins:
                 self._consumers.setdefault(t, {})[node] = None
             for t in outs:
@@ -360,11 +361,14 @@ class Graph:
             self._flush()
         keep = set(self.outputs)
         consumers = self._consumers  # kept current by remove_nodes below
-        for node in reversed(self.nodes):  # readers first, so a chain of dead nodes goes at once
-            if not any(o in keep or o in consumers for o in node.outputs):
-                self.remove_nodes([node])
         producers, io = self._producers, {*self.inputs, *self.outputs}
-        io.update(t for node in self.nodes for t in node.attrs.get("_intermediates", ()))  # an LSTM's
+        for node in reversed(self.nodes):  # readers first, so a chain of dead nodes goes at once
+            for o in node.outputs:
+                if o in keep or o in consumers:
+                    io.update(node.attrs.get("_intermediates", ()))  # an LSTM's, mentioned by a kept node
+                    break
+            else:
+                self.remove_nodes([node])
         unused = [k for k in self.tensors if k not in producers and k not in consumers and k not in io]
         for k in unused:
             del self.tensors[k]

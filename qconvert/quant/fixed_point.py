@@ -29,6 +29,13 @@ def saturating_rounding_doubling_high_mul(a: int | np.ndarray, b: int | np.ndarr
     Ties round toward +infinity, not away from zero: the negative nudge is
     ``1 - 2**30`` and C++ division truncates, so -0.5 becomes 0 while 0.5
     becomes 1."""
+    if type(a) is int and type(b) is int and INT32_MIN <= a <= INT32_MAX and INT32_MIN <= b <= INT32_MAX:
+        # two int32 scalars (Prepare-time arithmetic, GetInvSqrtQuantizedMultiplierExp's Newton steps):
+        # the same steps on Python ints, exact as int64 is here (|a*b| <= 2**62), 30x faster than numpy's
+        if a == b == INT32_MIN:
+            return INT32_MAX
+        t = a * b + ((1 << 30) if a * b >= 0 else 1 - (1 << 30))
+        return t >> 31 if t >= 0 else -((-t) >> 31)
     a64, b64 = np.broadcast_arrays(_i64(a), _i64(b))
     ab = a64 * b64
     nudge = np.where(ab >= 0, np.int64(1 << 30), np.int64(1 - (1 << 30)))

@@ -475,8 +475,8 @@ def bias_params(input_params: QuantParams, weight_params: QuantParams, legacy_fl
     """
     s_in = input_params.scale[0]
     if legacy_float_scale:
-        f_in = np.float32(s_in)
-        scales = tuple(float(f_in * np.float32(s_w)) for s_w in weight_params.scale)
+        # float32 products, element by element as numpy scalars would give them
+        scales = tuple((np.float32(s_in) * np.asarray(weight_params.scale, np.float32)).tolist())
     else:
         scales = tuple(1.0 * s_in * s_w for s_w in weight_params.scale)
     axis = 0 if len(scales) > 1 else None

@@ -23,7 +23,7 @@ import dataclasses
 import numpy as np
 
 from qconvert.errors import ConversionError
-from qconvert.ir import Graph, Node
+from qconvert.ir import Graph, Node, Tensor
 from qconvert.ir.digest import value_digest
 from qconvert.ir.passes import Context
 from qconvert.ir.qdq import is_dequantize, is_quantize
@@ -43,6 +43,7 @@ from qconvert.quant import (
 
 def quantize_constants(graph: Graph, ctx: Context) -> bool:
     dead = []
+    sharable: dict[tuple, list[tuple[Tensor, np.ndarray]]] = {}  # (dtype, shape, parameters) → its constants
     for node in graph:
         if not is_quantize(node) or not graph.is_const(node.inputs[0]):
             continue
@@ -80,8 +81,15 @@ def quantize_constants(graph: Graph, ctx: Context) -> bool:
                 out.data = (quantize_array_legacy if ctx.legacy_float_scale else quantize_array)(value, params)
         out.dtype = params.dtype if params.dtype == "int4" else out.data.dtype.name
         if params.dtype not in ("int32", "int64"):  # a bias stays one per reader, as in TF (share.py)
-            out.source = value_digest(value)  # equal float constants quantized alike are stored once
+            sharable.setdefault((out.dtype, out.shape, out.quant), []).append((out, value))
         dead.append(node)
+    # equal float constants quantized alike are stored once (share.py): a constant's source is the digest
+    # of its float value where another one has its dtype, shape and parameters; one alone has no twin
+    # to be stored with, and no source (share.py leaves it as it is)
+    for group in sharable.values():
+        if len(group) > 1:
+            for out, value in group:
+                out.source = value_digest(value)
     graph.remove_nodes(dead)
     return bool(dead)
 

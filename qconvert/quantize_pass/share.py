@@ -16,7 +16,8 @@ with equal contents).
 - :func:`share_constants` at the end of the ``quantize`` stage: two constant tensors become one
   when they are equal as stored (dtype, shape, quantization parameters, bytes) and, if quantized,
   came from equal float constants (``Tensor.source``, the digest ``quantize_constants`` records
-  for every quantized constant but biases).
+  for every quantized constant but biases that another one of its dtype, shape and parameters
+  could equal; one alone has none, and is left as it is).
   Unquantized constants (int32 shapes and axes, float constants of float ops) merge when equal.
 - At the start of the ``dynamic-range`` stage the same pass merges the equal float constants,
   before weights become int8 or float16, so a shared weight is quantized once and read through

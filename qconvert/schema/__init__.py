@@ -3,7 +3,8 @@
 This package is the only place in qconvert that imports the flatbuffer bindings
 (``ai_edge_litert.schema_py_generated``); the rest of the project sees plain data.
 
-Owns: ``writer`` (IR → .tflite bytes; the only module here that knows the IR),
+Owns: ``writer`` (IR → .tflite bytes; the only module here that knows the IR), ``builder``
+(the flatbuffer builder the writer packs with: ``flatbuffers.Builder``'s layout, faster),
 ``reader`` (.tflite bytes → plain dataclasses, for ``dump``, ``run`` and tests),
 ``codes`` (the schema's enums by name), ``requant_metadata`` (the ``qconvert_requant``
 entry's binary layout).

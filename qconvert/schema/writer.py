@@ -1,7 +1,8 @@
 """The TFLite backend: IR :class:`Graph` (TFLite-level ops) → ``.tflite`` bytes.
 
 Everything goes through the flatbuffer object API shipped with ``ai-edge-litert``
-(``ModelT``, ``SubGraphT``, ... ``.Pack``), so no offset is computed by hand::
+(``ModelT``, ``SubGraphT``, ... ``.Pack``), so no offset is computed by hand; it packs into
+``schema.builder.Builder`` (``flatbuffers.Builder``'s layout, without its per-call checks)::
 
     Graph ──collect──▶ tensors (referenced only) + buffers (constants, metadata)
           ──map──────▶ OperatorCode per builtin (max version), Operator per node,
@@ -26,7 +27,6 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any, Sequence
 
-import flatbuffers
 import numpy as np
 from ai_edge_litert import schema_py_generated as schema
 
@@ -45,6 +45,7 @@ from qconvert.schema.codes import (  # noqa: F401  (the names tests and tools kn
     snake_to_camel,
 )
 from qconvert.schema import flexbuffer
+from qconvert.schema.builder import Builder
 from qconvert.schema.int4 import pack_int4
 
 SCHEMA_VERSION = 3  # TFLITE_SCHEMA_VERSION
@@ -322,7 +323,7 @@ class _AlignedBufferT(schema.BufferT):
     so that the vector's payload ends up aligned.
     """
 
-    def Pack(self, builder: flatbuffers.Builder) -> int:  # noqa: N802 (generated API name)
+    def Pack(self, builder: Builder) -> int:  # noqa: N802 (generated API name)
         if self.data is not None and len(self.data):
             builder.Prep(_BUFFER_ALIGNMENT, len(self.data))
         return super().Pack(builder)
@@ -634,6 +635,6 @@ def write_model(graph: Graph, description: str = "qconvert") -> bytes:
     # Start big enough for every buffer and quantization vector so the builder never
     # regrows (a regrow recopies the whole file: 29 ms on ResNet50's 24 MB).
     vectors = sum(12 * len(t.quantization.scale) for t in tensors if t.quantization.scale is not None)
-    builder = flatbuffers.Builder(payload + vectors + 1024 + 256 * (len(tensors) + len(graph.nodes)))
+    builder = Builder(payload + vectors + 1024 + 256 * (len(tensors) + len(graph.nodes)))
     builder.Finish(model.Pack(builder), file_identifier=FILE_IDENTIFIER)
     return bytes(memoryview(builder.Bytes)[builder.Head():])

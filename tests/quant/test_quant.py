@@ -422,7 +422,11 @@ def test_quantize_multiplier_reconstructs(m: float):
 @settings(max_examples=300, deadline=None)
 @given(int32s, int32s)
 def test_srdhm_matches_exact_rounding(a: int, b: int):
-    assert qm.saturating_rounding_doubling_high_mul(a, b) == _ref_srdhm(a, b)
+    want = _ref_srdhm(a, b)
+    srdhm = qm.saturating_rounding_doubling_high_mul
+    assert srdhm(a, b) == want  # Python ints: the scalar path
+    assert srdhm(np.int64(a), np.int64(b)) == want  # numpy scalars and arrays: the vector path
+    assert srdhm(np.array([a, b]), np.array([b, a])).tolist() == [want, want]
 
 
 @settings(max_examples=300, deadline=None)
