@@ -135,8 +135,13 @@ class EngineUnavailable(Exception):
 
 
 def _blas_single_thread():  # type: ignore[no-untyped-def]
-    """BLAS limited to one thread while the workers run (each worker is a thread: two BLAS
-    pools on two cores fight, 25.8 against 16.5 ms per MobileNetV2 sample, measured)."""
+    """BLAS limited to one thread while the samples run, on one worker or several. Each worker is a
+    thread: two BLAS pools on two cores fight, 25.8 against 16.5 ms per MobileNetV2 sample, measured.
+    On one thread too: OpenBLAS's threaded products cost more than they gain on the small matrices of a
+    calibrated model (MobileViT_XXS at 32 px: 8 samples in 45 ms single-threaded, 130 ms with the first
+    batch on two BLAS threads, measured on a shared 2-core machine), and their float32 results differ
+    in the last bits from the single-threaded ones, so that a range, and the file, depended on the
+    machine's cores (MobileViT_XXS's file differed in 33,734 bytes, measured)."""
     try:
         from threadpoolctl import threadpool_limits
     except ImportError:  # pragma: no cover - a dependency; without it, BLAS keeps its threads
@@ -207,33 +212,34 @@ def collect(graph: Graph, calib: Calibration, names: list[str]) -> Stats:
     workers = max(1, min(calib.options.workers or default_workers(), total))
     if states is not None and make is None:
         workers = 1
-    first = next(batches, None)  # one batch here first: it also builds the graph's look-up index
-    if first is not None:
-        done += run_one(first)
-        if calib.progress is not None:
-            calib.progress(done, total)
-    if workers == 1:
-        for feeds in batches:
-            done += run_one(feeds)
+    with _blas_single_thread():  # every sample, the first too: a sample's values do not depend on the cores
+        first = next(batches, None)  # one batch here first: it also builds the graph's look-up index
+        if first is not None:
+            done += run_one(first)
             if calib.progress is not None:
                 calib.progress(done, total)
-    else:
-        # here, not at the top: concurrent.futures brings logging (7 ms a QAT conversion never needs)
-        from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, as_completed, wait
-
-        with _blas_single_thread(), ThreadPoolExecutor(workers) as pool:
-            pending: set = set()
+        if workers == 1:
             for feeds in batches:
-                pending.add(pool.submit(run_one, feeds))
-                while len(pending) >= 2 * workers:
-                    finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-                    done += sum(f.result() for f in finished)
-                    if calib.progress is not None:
-                        calib.progress(done, total)
-            for f in as_completed(pending):
-                done += f.result()
+                done += run_one(feeds)
                 if calib.progress is not None:
                     calib.progress(done, total)
+        else:
+            # here, not at the top: concurrent.futures brings logging (7 ms a QAT conversion never needs)
+            from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, as_completed, wait
+
+            with ThreadPoolExecutor(workers) as pool:
+                pending: set = set()
+                for feeds in batches:
+                    pending.add(pool.submit(run_one, feeds))
+                    while len(pending) >= 2 * workers:
+                        finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+                        done += sum(f.result() for f in finished)
+                        if calib.progress is not None:
+                            calib.progress(done, total)
+                for f in as_completed(pending):
+                    done += f.result()
+                    if calib.progress is not None:
+                        calib.progress(done, total)
     stats = Stats(fp, list(names), hist={} if hist else None)
     for shard in shards:
         stats.merge(shard)
