@@ -39,6 +39,7 @@ tests/e2e/test_kcam_zoo.py).
 from __future__ import annotations
 
 import collections
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -131,16 +132,44 @@ def _ops(tflite: bytes) -> collections.Counter:
     return collections.Counter((o.builtin, o.version) for o in read_model(tflite).subgraphs[0].operators)
 
 
+def _float_graph(build: Callable[[object], object], shape: list[int]) -> oracle.FloatGraph:
+    """A one-input graph ``out = build(x)``, frozen."""
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, shape, name="x")
+        tf.identity(build(x), name="out")
+    return oracle.FloatGraph(g.as_graph_def().SerializeToString(), ["x"], ["out"], {"x": shape})
+
+
+def _samples(model: oracle.FloatGraph) -> dict[str, np.ndarray]:
+    return {"x": np.random.default_rng(1).uniform(-1, 1, (8, *model.shapes["x"][1:])).astype(np.float32)}
+
+
+def _ours_given_tensorflows_ranges(model: oracle.FloatGraph, samples: dict[str, np.ndarray],
+                                   monkeypatch: pytest.MonkeyPatch) -> bytes:
+    """qconvert's file given TensorFlow's recorded ranges (and its rsqrt)."""
+    stats, calibrated = oracle.tf_calibration_statistics(model, samples)
+    oracle.use_tensorflows_rsqrt(monkeypatch)
+    unpaired = oracle.use_tensorflows_statistics(monkeypatch, stats, calibrated, samples)
+    assert not unpaired, unpaired
+    return convert_graph(model.graph_def, inputs=["x"], outputs=["out"], calibration_data=samples).model
+
+
+def _assert_tensorflows_file(ours: bytes, theirs: bytes, samples: dict[str, np.ndarray]) -> None:
+    """TensorFlow's op list, every scale, zero point and weight, outputs 0 LSB apart in LiteRT REF."""
+    assert _ops(ours) == _ops(theirs)
+    assert not oracle.float_tensors(ours)
+    report = oracle.compare_ptq(ours, theirs, samples, ["x"])
+    assert not report.unpaired and not report.weight_diffs and not report.zero_point_diffs, report
+    assert report.max_rel_scale == 0 and report.max_lsb == 0, report
+
+
 @pytest.mark.parametrize("name", list(CASES))
 def test_pattern_as_tensorflow_writes_it(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     model = _graph(name)
     samples = {"x": np.random.default_rng(1).uniform(-1, 1, (8, *SHAPE[1:])).astype(np.float32)}
     theirs = oracle.tf_ptq_convert(model, samples)
-    stats, calibrated = oracle.tf_calibration_statistics(model, samples)
-    oracle.use_tensorflows_rsqrt(monkeypatch)
-    unpaired = oracle.use_tensorflows_statistics(monkeypatch, stats, calibrated, samples)
-    assert not unpaired, unpaired
-    ours = convert_graph(model.graph_def, inputs=["x"], outputs=["out"], calibration_data=samples).model
+    ours = _ours_given_tensorflows_ranges(model, samples, monkeypatch)
     assert _ops(ours) == _ops(theirs)
     if name.startswith("layer-scale"):
         assert "MUL" not in {b for b, _ in _ops(ours)}  # γ is in the convolution's weights
@@ -152,10 +181,7 @@ def test_pattern_as_tensorflow_writes_it(name: str, monkeypatch: pytest.MonkeyPa
         assert sum(n for (b, _), n in _ops(ours).items() if b == "CONV_2D") == 2  # the last one with zero weights
     else:
         assert sum(n for (b, _), n in _ops(ours).items() if b == "MUL") == 1  # one BatchNorm for both
-    assert not oracle.float_tensors(ours)
-    report = oracle.compare_ptq(ours, theirs, samples, ["x"])
-    assert not report.unpaired and not report.weight_diffs and not report.zero_point_diffs, report
-    assert report.max_rel_scale == 0 and report.max_lsb == 0, report
+    _assert_tensorflows_file(ours, theirs, samples)
 
 
 def test_div_runs_as_litert_on_every_pair_of_int8_operands() -> None:
@@ -243,24 +269,13 @@ FC_CASES = {
 @pytest.mark.parametrize("name", list(FC_CASES))
 def test_mul_before_fully_connected_as_tensorflow_folds_it(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     form, muls = FC_CASES[name]
-    g = tf.Graph()
-    with g.as_default():
-        x = tf.compat.v1.placeholder(tf.float32, SHAPE, name="x")
-        tf.identity(_bn_before_classifier(np.random.default_rng(0), x, form), name="out")
-    model = oracle.FloatGraph(g.as_graph_def().SerializeToString(), ["x"], ["out"], {"x": SHAPE})
-    samples = {"x": np.random.default_rng(1).uniform(-1, 1, (8, *SHAPE[1:])).astype(np.float32)}
+    model = _float_graph(lambda x: _bn_before_classifier(np.random.default_rng(0), x, form), SHAPE)
+    samples = _samples(model)
     theirs = oracle.tf_ptq_convert(model, samples)
     assert sum(n for (b, _), n in _ops(theirs).items() if b == "MUL") == muls  # TensorFlow's behaviour, re-measured
-    stats, calibrated = oracle.tf_calibration_statistics(model, samples)
-    oracle.use_tensorflows_rsqrt(monkeypatch)
-    unpaired = oracle.use_tensorflows_statistics(monkeypatch, stats, calibrated, samples)
-    assert not unpaired, unpaired
-    ours = convert_graph(model.graph_def, inputs=["x"], outputs=["out"], calibration_data=samples).model
+    ours = _ours_given_tensorflows_ranges(model, samples, monkeypatch)
     assert _ops(ours) == _ops(theirs)
-    assert not oracle.float_tensors(ours)
-    report = oracle.compare_ptq(ours, theirs, samples, ["x"])
-    assert not report.unpaired and not report.weight_diffs and not report.zero_point_diffs, report
-    assert report.max_rel_scale == 0 and report.max_lsb == 0, report
+    _assert_tensorflows_file(ours, theirs, samples)
 
 
 def _window_attention(rng: np.random.Generator, x: object, form: str) -> object:
@@ -305,18 +320,11 @@ WINDOW_CASES = {
 def test_reshapes_around_window_projection_as_tensorflow_writes_them(name: str,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     shape, form, reshapes = WINDOW_CASES[name]
-    g = tf.Graph()
-    with g.as_default():
-        x = tf.compat.v1.placeholder(tf.float32, shape, name="x")
-        tf.identity(_window_attention(np.random.default_rng(0), x, form), name="out")
-    model = oracle.FloatGraph(g.as_graph_def().SerializeToString(), ["x"], ["out"], {"x": shape})
-    samples = {"x": np.random.default_rng(1).uniform(-1, 1, (8, *shape[1:])).astype(np.float32)}
+    model = _float_graph(lambda x: _window_attention(np.random.default_rng(0), x, form), shape)
+    samples = _samples(model)
     theirs = oracle.tf_ptq_convert(model, samples)
     assert sum(n for (b, _), n in _ops(theirs).items() if b == "RESHAPE") == reshapes  # re-measured
-    stats, calibrated = oracle.tf_calibration_statistics(model, samples)
-    unpaired = oracle.use_tensorflows_statistics(monkeypatch, stats, calibrated, samples)
-    assert not unpaired, unpaired
-    ours = convert_graph(model.graph_def, inputs=["x"], outputs=["out"], calibration_data=samples).model
+    ours = _ours_given_tensorflows_ranges(model, samples, monkeypatch)
     assert _ops(ours) == _ops(theirs)
 
     def fc_shapes(tflite: bytes) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
@@ -325,10 +333,7 @@ def test_reshapes_around_window_projection_as_tensorflow_writes_them(name: str,
                 for o in sg.operators if o.builtin == "FULLY_CONNECTED"]
 
     assert fc_shapes(ours) == fc_shapes(theirs)
-    assert not oracle.float_tensors(ours)
-    report = oracle.compare_ptq(ours, theirs, samples, ["x"])
-    assert not report.unpaired and not report.weight_diffs and not report.zero_point_diffs, report
-    assert report.max_rel_scale == 0 and report.max_lsb == 0, report
+    _assert_tensorflows_file(ours, theirs, samples)
 
 
 def _conv(rng: np.random.Generator, x: object, co: int) -> object:
@@ -392,24 +397,14 @@ def test_activation_moves_before_reshape_as_tensorflow_writes_it(name: str, monk
     the convolution); EfficientViT_B0: ``SPLIT → RELU → RESHAPE``, where the scales of dead ReLUs paired
     with other tensors."""
     shape = [1, 4, 4, 4]
-    g = tf.Graph()
-    with g.as_default():
-        x = tf.compat.v1.placeholder(tf.float32, shape, name="x")
-        tf.identity(_moved_activation(np.random.default_rng(0), x, name), name="out")
-    model = oracle.FloatGraph(g.as_graph_def().SerializeToString(), ["x"], ["out"], {"x": shape})
-    samples = {"x": np.random.default_rng(1).uniform(-1, 1, (8, *shape[1:])).astype(np.float32)}
+    model = _float_graph(lambda x: _moved_activation(np.random.default_rng(0), x, name), shape)
+    samples = _samples(model)
     theirs = oracle.tf_ptq_convert(model, samples)
     assert _activation_inputs(theirs) == MOVED_CASES[name]  # TensorFlow's behaviour, re-measured
-    stats, calibrated = oracle.tf_calibration_statistics(model, samples)
-    unpaired = oracle.use_tensorflows_statistics(monkeypatch, stats, calibrated, samples)
-    assert not unpaired, unpaired
-    ours = convert_graph(model.graph_def, inputs=["x"], outputs=["out"], calibration_data=samples).model
+    ours = _ours_given_tensorflows_ranges(model, samples, monkeypatch)
     assert _ops(ours) == _ops(theirs)
     assert _activation_inputs(ours) == _activation_inputs(theirs)
-    assert not oracle.float_tensors(ours)
-    report = oracle.compare_ptq(ours, theirs, samples, ["x"])
-    assert not report.unpaired and not report.weight_diffs and not report.zero_point_diffs, report
-    assert report.max_rel_scale == 0 and report.max_lsb == 0, report
+    _assert_tensorflows_file(ours, theirs, samples)
 
 
 def _twin_pads(rng: np.random.Generator, x: object, form: str) -> object:
@@ -459,12 +454,8 @@ def test_equal_pads_are_one_as_tensorflow_writes_them(name: str, monkeypatch: py
     CSE makes them (EfficientFormerV2S0: 8 PAD where qconvert wrote 9), and a PAD goes into each
     convolution it pads as SAME, whatever its other readers."""
     shape = [1, 4, 4, 4]
-    g = tf.Graph()
-    with g.as_default():
-        x = tf.compat.v1.placeholder(tf.float32, shape, name="x")
-        tf.identity(_twin_pads(np.random.default_rng(0), x, name), name="out")
-    model = oracle.FloatGraph(g.as_graph_def().SerializeToString(), ["x"], ["out"], {"x": shape})
-    samples = {"x": np.random.default_rng(1).uniform(-1, 1, (8, *shape[1:])).astype(np.float32)}
+    model = _float_graph(lambda x: _twin_pads(np.random.default_rng(0), x, name), shape)
+    samples = _samples(model)
     theirs = oracle.tf_ptq_convert(model, samples)
 
     def counts(tflite: bytes) -> tuple[int, int, int]:
@@ -473,16 +464,10 @@ def test_equal_pads_are_one_as_tensorflow_writes_them(name: str, monkeypatch: py
                 sum(o.builtin in ("CONV_2D", "DEPTHWISE_CONV_2D") and o.options.get("padding") == "SAME" for o in ops))
 
     assert counts(theirs) == PAD_CASES[name]  # TensorFlow's behaviour, re-measured
-    stats, calibrated = oracle.tf_calibration_statistics(model, samples)
-    unpaired = oracle.use_tensorflows_statistics(monkeypatch, stats, calibrated, samples)
-    assert not unpaired, unpaired
-    ours = convert_graph(model.graph_def, inputs=["x"], outputs=["out"], calibration_data=samples).model
+    ours = _ours_given_tensorflows_ranges(model, samples, monkeypatch)
     assert _ops(ours) == _ops(theirs)
     assert counts(ours) == counts(theirs)
-    assert not oracle.float_tensors(ours)
-    report = oracle.compare_ptq(ours, theirs, samples, ["x"])
-    assert not report.unpaired and not report.weight_diffs and not report.zero_point_diffs, report
-    assert report.max_rel_scale == 0 and report.max_lsb == 0, report
+    _assert_tensorflows_file(ours, theirs, samples)
 
 
 def _flat_dense(rng: np.random.Generator, x: object, form: str) -> object:
@@ -507,17 +492,10 @@ def test_fully_connected_keeps_dimensions_before_reshape_as_tensorflow_writes_it
     dimensions (keep_num_dims) and the RESHAPE follows, as TensorFlow writes it (measured on TF 2.21;
     RESHAPE chains merge first, as for TinyViT's last stage above)."""
     shape = [1, 4, 4, 4]
-    g = tf.Graph()
-    with g.as_default():
-        x = tf.compat.v1.placeholder(tf.float32, shape, name="x")
-        tf.identity(_flat_dense(np.random.default_rng(0), x, name), name="out")
-    model = oracle.FloatGraph(g.as_graph_def().SerializeToString(), ["x"], ["out"], {"x": shape})
-    samples = {"x": np.random.default_rng(1).uniform(-1, 1, (8, *shape[1:])).astype(np.float32)}
+    model = _float_graph(lambda x: _flat_dense(np.random.default_rng(0), x, name), shape)
+    samples = _samples(model)
     theirs = oracle.tf_ptq_convert(model, samples)
-    stats, calibrated = oracle.tf_calibration_statistics(model, samples)
-    unpaired = oracle.use_tensorflows_statistics(monkeypatch, stats, calibrated, samples)
-    assert not unpaired, unpaired
-    ours = convert_graph(model.graph_def, inputs=["x"], outputs=["out"], calibration_data=samples).model
+    ours = _ours_given_tensorflows_ranges(model, samples, monkeypatch)
     assert _ops(ours) == _ops(theirs)
 
     def fc(tflite: bytes) -> list[tuple]:
@@ -526,6 +504,4 @@ def test_fully_connected_keeps_dimensions_before_reshape_as_tensorflow_writes_it
                  o.options.get("keep_num_dims")) for o in sg.operators if o.builtin == "FULLY_CONNECTED"]
 
     assert fc(ours) == fc(theirs)
-    report = oracle.compare_ptq(ours, theirs, samples, ["x"])
-    assert not report.unpaired and not report.weight_diffs and not report.zero_point_diffs, report
-    assert report.max_rel_scale == 0 and report.max_lsb == 0, report
+    _assert_tensorflows_file(ours, theirs, samples)
