@@ -221,13 +221,7 @@ def move_binary_before_reshape(graph: Graph, ctx: Context) -> bool:
                     and len(x_shape) and x_shape[-1] == c.size):
                 continue
             binary.inputs[1] = graph.add_const(f"{binary.inputs[1]}/flat", c.reshape(-1))
-        out = binary.outputs[0]
-        binary.inputs[0] = x
-        binary.outputs = [mid]
-        graph.tensors[mid].shape = tuple(x_shape)
-        reshape.inputs[0] = mid
-        reshape.outputs = [out]
-        graph.move_after(reshape, binary)
+        _swap(graph, reshape, binary, x, mid, binary.outputs[0], x_shape)
         moved = True
     return moved
 
@@ -265,14 +259,19 @@ def move_activation_before_reshape(graph: Graph, ctx: Context) -> bool:
             dq = graph.producer(x)
             if is_dequantize(dq) and dq.attrs.get(FROM_FAKE_QUANT_ARGS):  # type: ignore[union-attr]
                 continue  # TF leaves FakeQuantWithMinMaxArgs → MOVE → ACT as it is
-            act.inputs[0] = x
-            act.outputs = [mid]
-            graph.tensors[mid].shape = tuple(x_shape)
-            move.inputs[0] = mid
-            move.outputs = [out]
-            graph.move_after(move, act)
+            _swap(graph, move, act, x, mid, out, x_shape)
             changed = moved = True
     return moved
+
+
+def _swap(graph: Graph, move: Node, op: Node, x: str, mid: str, out: str, x_shape: Sequence[int]) -> None:
+    """``MOVE(x) → mid → OP → out`` becomes ``OP(x) → mid → MOVE → out``: ``mid`` takes x's shape."""
+    op.inputs[0] = x
+    op.outputs = [mid]
+    graph.tensors[mid].shape = tuple(x_shape)
+    move.inputs[0] = mid
+    move.outputs = [out]
+    graph.move_after(move, op)
 
 
 def _is_reshape(node: Node) -> bool:
