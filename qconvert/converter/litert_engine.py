@@ -2,9 +2,10 @@
 
 The calibrate stage hands over the graph it would run (after the fusions: the float model
 TensorFlow's calibrator runs) and the tensors it observes. That graph is written as a float
-``.tflite`` whose outputs are the graph's outputs and the observed tensors, and each worker
-thread loads it into its own LiteRT interpreter (one kernel thread each, the XNNPACK delegate
-as LiteRT applies it by default) and runs the samples one at a time; the observed outputs are
+``.tflite`` whose outputs are the graph's outputs and the observed tensors, and each runner
+(as many as batches run at once: one per worker thread) loads it into its own LiteRT
+interpreter (one kernel thread each, the XNNPACK delegate as LiteRT applies it by default) and
+runs the samples one at a time; the observed outputs are
 read in place, without a copy, and given to the same statistics as the numpy engine's.
 
 What differs from the numpy engine (``calibration/executor.py``) is the float arithmetic, in
@@ -85,7 +86,7 @@ def _quiet_stderr() -> Iterator[None]:
 
 
 def prepare(graph: Graph, names: Sequence[str]) -> Callable[[], Runner]:
-    """A factory of runners, one per worker thread, each running samples on ``graph`` and
+    """A factory of runners, one per batch running at once, each running samples on ``graph`` and
     recording ``names``. The model is written and loaded once here, so that a graph LiteRT
     cannot load fails with one line before any sample runs."""
     inputs = list(graph.inputs)
