@@ -52,6 +52,18 @@ open(out, "wb").write(c.convert())
 """
 
 
+def write_uniform_images(path: Path, count: int, size: int, seed: int = 0) -> None:
+    """``count`` images of uniform noise in [-1, 1] (size x size x 3, float32) into an ``.npy`` written
+    250 at a time through a memory map (the benchmarks' samples, never all in memory)."""
+    rng = np.random.default_rng(seed)
+    x = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=(count, size, size, 3))
+    for start in range(0, count, 250):
+        stop = min(count, start + 250)
+        x[start:stop] = rng.uniform(-1, 1, (stop - start, size, size, 3)).astype(np.float32)
+    x.flush()
+    del x
+
+
 def build(folder: Path, size: int, large: int, samples: int) -> tuple[Path, Path, Path]:
     import keras_apps
 
@@ -59,15 +71,9 @@ def build(folder: Path, size: int, large: int, samples: int) -> tuple[Path, Path
     if not pb.exists():
         graph_def, _ = keras_apps.build("MobileNetV2", size)
         pb.write_bytes(graph_def)
-    rng = np.random.default_rng(0)
     big = folder / f"x{large}.npy"
     if not big.exists():
-        x = np.lib.format.open_memmap(big, mode="w+", dtype=np.float32, shape=(large, size, size, 3))
-        for start in range(0, large, 250):
-            stop = min(large, start + 250)
-            x[start:stop] = rng.uniform(-1, 1, (stop - start, size, size, 3)).astype(np.float32)
-        x.flush()
-        del x
+        write_uniform_images(big, large, size)
     small = folder / f"x{samples}.npy"
     if not small.exists():
         np.save(small, np.load(big, mmap_mode="r")[:samples])

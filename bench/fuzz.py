@@ -256,17 +256,25 @@ class Stats:
             self.failures.append((label, outcome, data))
 
 
-def fuzz_pb(base: bytes, cases: Iterator[tuple[str, bytes]], workdir: Path, timeout: float = 10.0,
-            ranges: str = "-1,1") -> Stats:
+def _fuzz_convert(cases: Iterator[tuple[str, bytes]], src: Path, out: Path, options: list[str], label: str,
+                  timeout: float) -> Stats:
+    """Convert each mutated model written to ``src`` into ``out`` with ``options``; a failing
+    conversion must leave no output file."""
     stats = Stats()
-    src, out = workdir / "m.pb", workdir / "m.tflite"
     for i, (kind, data) in enumerate(cases):
         src.write_bytes(data)
         if out.exists():
             out.unlink()
-        o = run_main([str(src), "--inputs-range", ranges, "-o", str(out)], timeout)
-        stats.add(f"pb#{i}:{kind}", o, data)
+        o = run_main([str(src), *options, "-o", str(out)], timeout)
+        if o.code != 0 and out.exists():  # never a partial output file
+            o.code = f"exit {o.code} with an output file"
+        stats.add(f"{label}#{i}:{kind}", o, data)
     return stats
+
+
+def fuzz_pb(base: bytes, cases: Iterator[tuple[str, bytes]], workdir: Path, timeout: float = 10.0,
+            ranges: str = "-1,1") -> Stats:
+    return _fuzz_convert(cases, workdir / "m.pb", workdir / "m.tflite", ["--inputs-range", ranges], "pb", timeout)
 
 
 def fuzz_tflite(cases: Iterator[tuple[str, bytes]], workdir: Path, timeout: float = 10.0) -> Stats:
@@ -283,17 +291,8 @@ def fuzz_tflite(cases: Iterator[tuple[str, bytes]], workdir: Path, timeout: floa
 def fuzz_float_tflite(cases: Iterator[tuple[str, bytes]], workdir: Path, samples: Path,
                       timeout: float = 10.0) -> Stats:
     """Convert each mutated float .tflite with the calibration data ``samples`` (.npz)."""
-    stats = Stats()
-    src, out = workdir / "float.tflite", workdir / "float_int8.tflite"
-    for i, (kind, data) in enumerate(cases):
-        src.write_bytes(data)
-        if out.exists():
-            out.unlink()
-        o = run_main([str(src), "--calibration-data", str(samples), "-o", str(out)], timeout)
-        if o.code != 0 and out.exists():  # never a partial output file
-            o.code = f"exit {o.code} with an output file"
-        stats.add(f"float#{i}:{kind}", o, data)
-    return stats
+    return _fuzz_convert(cases, workdir / "float.tflite", workdir / "float_int8.tflite",
+                         ["--calibration-data", str(samples)], "float", timeout)
 
 
 def real_float_seeds(root: Path = REALMODELS) -> list[tuple[str, bytes]]:

@@ -104,13 +104,9 @@ def build(folder: Path, counts: list[int]) -> tuple[Path, Path, dict[int, Path]]
     largest = max(counts)
     big = folder / f"x{largest}.npy"
     if not big.exists():
-        rng = np.random.default_rng(0)
-        x = np.lib.format.open_memmap(big, mode="w+", dtype=np.float32, shape=(largest, SIZE, SIZE, 3))
-        for start in range(0, largest, 250):
-            stop = min(largest, start + 250)
-            x[start:stop] = rng.uniform(-1, 1, (stop - start, SIZE, SIZE, 3)).astype(np.float32)
-        x.flush()
-        del x
+        from calibration_speed import write_uniform_images
+
+        write_uniform_images(big, largest, SIZE)
     data = {largest: big}
     for n in counts:
         if n != largest:
