@@ -419,7 +419,10 @@ def calibrate(graph: Graph, ctx: Context) -> bool:
     if calib.options.save_stats is not None and calib.recorded is not None:
         calib.recorded.save(calib.options.save_stats)
     kept = drop_redundant(graph, stats, ctx.activation_bits == 16)
-    by_hand = calib.ranges
+    by_hand = dict(calib.ranges)
+    if ctx.activation_bits == 8:
+        _widen_softmax_inputs(graph, kept, ctx)
+        _widen_softmax_inputs(graph, by_hand, ctx)
     states = _state_ranges(graph, {**kept, **{n: r for n, r in by_hand.items() if n in names}}, stats, kept)
     for name in names:
         if name in states:
@@ -445,6 +448,44 @@ def calibrate(graph: Graph, ctx: Context) -> bool:
         ctx.note(f"calibrated {len(kept)} tensor range(s) on {where}{calib.recorded.samples} sample(s) "
                  f"in {seconds:.2f} s ({calib.options.method}{engine})")
     return bool(names) or bool(by_hand)
+
+
+_MOVES = frozenset({"RESHAPE", "TRANSPOSE", "SQUEEZE", "EXPAND_DIMS"})
+
+
+def _widen_softmax_inputs(graph: Graph, ranges: dict[str, tuple[float, float]], ctx: Context) -> None:
+    """An int8 SOFTMAX whose input scale is at most ``2**-26 / beta`` cannot be prepared by
+    LiteRT's reference kernel nor TFLite Micro's (``PreprocessSoftmaxScaling`` needs a multiplier
+    above 1: they abort). Near-constant scores (an untrained attention) get such ranges;
+    TensorFlow writes them as they are. Here the range is widened about its centre to the
+    smallest width those kernels take, with a note naming the tensor."""
+    for node in graph.nodes:
+        if node.op != "SOFTMAX":
+            continue
+        beta = float(node.attrs.get("beta") or 1.0)
+        tensor = node.inputs[0]
+        while tensor not in ranges:  # a move op before the SOFTMAX shares its input's range
+            producer = graph.producer(tensor)
+            if producer is None or producer.op not in _MOVES:
+                break
+            tensor = producer.inputs[0]
+        if tensor not in ranges or beta <= 0:
+            continue
+        lo, hi = ranges[tensor]
+        if not hi >= lo or calibrated_range_params(lo, hi).scale[0] * beta * 2.0**26 > 1.0:
+            continue
+        width = 255.0 * 2.0**-26 / beta
+        centre = (lo + hi) / 2
+        while True:
+            new_lo, new_hi = centre - width / 2, centre + width / 2
+            if calibrated_range_params(new_lo, new_hi).scale[0] * beta * 2.0**26 > 1.0:
+                break
+            width *= 1.0 + 2.0**-20
+        ranges[tensor] = (new_lo, new_hi)
+        ctx.note(f"SOFTMAX '{node.name}': input '{tensor}' range [{lo:.3g}, {hi:.3g}] widened to "
+                 f"[{new_lo:.3g}, {new_hi:.3g}] (int8 scale above 2^-26/beta, the least LiteRT's reference "
+                 f"kernel and TFLite Micro accept; TensorFlow writes the narrower scale, which they refuse); "
+                 f"near-constant scores: is the model trained?")
 
 
 def _clock(seconds: float) -> str:

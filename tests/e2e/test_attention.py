@@ -264,3 +264,31 @@ def test_check_targets_agree_with_vela_and_tflite_micro(activations: str, tmp_pa
     else:
         assert u55["verdict"] == "partial"
         assert [(p["op"], p["rule"]) for p in u55["static"]["problems"]] == [("BATCH_MATMUL", "matmul-int16")] * 2
+
+
+def test_near_constant_scores_get_the_least_softmax_scale_litert_reference_accepts() -> None:
+    """Scores ``x·1e-6`` (an untrained attention at a larger input: MobileViT_XXS at 160 px):
+    TensorFlow writes the SOFTMAX input scale from the calibrated range, 7.8e-9 here, below the
+    2^-26 that LiteRT's reference kernel and TFLite Micro need (``PreprocessSoftmaxScaling``;
+    measured: TF's file aborts LiteRT REF at allocate_tensors, rc 134). qconvert widens that
+    range to the least scale they take, says so naming the tensor, and the file runs in LiteRT
+    REF with the float graph's output (softmax of near-equal scores: 1/16 each)."""
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, SHAPE, name="input")
+        tf.identity(tf.nn.softmax(x * 1e-6), name="out")
+    pb, samples = g.as_graph_def().SerializeToString(), _samples()
+    model = oracle.FloatGraph(pb, ["input"], ["out"], {"input": SHAPE})
+    theirs = read_model(oracle.tf_ptq_convert(model, samples)).subgraphs[0]
+    tf_scale = next(t.scale[0] for t in theirs.tensors if t.name == "mul")
+    assert tf_scale * 2.0**26 < 1.0  # TensorFlow's scale: below what the reference kernel takes
+
+    result = convert_graph(pb, inputs=["input"], outputs=["out"], calibration_data=samples)
+    sub = read_model(result.model).subgraphs[0]
+    softmax = next(o for o in sub.operators if o.builtin == "SOFTMAX")
+    scale = sub.tensors[softmax.inputs[0]].scale[0]
+    assert 1.0 < scale * 2.0**26 < 1.001
+    assert any("SOFTMAX" in n and "'mul'" in n and "widened" in n for n in result.notes)
+    q = oracle.run_litert(result.model, {"input": np.round(samples["input"][:1] / 0.0078125).clip(-128, 127)
+                                         .astype(np.int8)})[0]
+    assert np.all((q.astype(np.int32) + 128) * (1 / 256) == pytest.approx(1 / SHAPE[-1], abs=1 / 256))
