@@ -24,17 +24,19 @@ import pytest
 tf = pytest.importorskip("tensorflow", reason="TensorFlow builds the model and is the oracle")
 keras = pytest.importorskip("tf_keras", reason="the model is a tf-keras model")
 
-import file_compare  # noqa: E402
-import oracle  # noqa: E402
+import file_compare
+import oracle
 
-from qconvert.schema.reader import read_model  # noqa: E402
+from qconvert.schema.reader import read_model
 
 CACHE = Path(os.environ.get("QCONVERT_TEST_CACHE", Path.home() / ".cache" / "qconvert-tests"))
 WIDE = "dense_1/BiasAdd"  # the tensor before tanh: two channels ×300
 
 
 def _build() -> bytes:
-    from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
+    from tensorflow.python.framework.convert_to_constants import (
+        convert_variables_to_constants_v2,
+    )
 
     keras.backend.clear_session()
     keras.utils.set_random_seed(0)
@@ -214,9 +216,9 @@ def test_a_pattern_that_matches_nothing_is_a_usage_error(pb: bytes, tmp_path: Pa
 
 
 def test_manifest_and_library(pb: bytes, tmp_path: Path) -> None:
-    import qconvert
     from click.testing import CliRunner
 
+    import qconvert
     from qconvert.cli import cli
 
     (tmp_path / "m.pb").write_bytes(pb)
@@ -251,6 +253,10 @@ def test_qat_graph_the_fake_quant_between_float_ops_is_not_applied() -> None:
     assert {k: v for k, v in precision.items() if v[1] == "float32"} == {
         "BiasAdd_3": ("FULLY_CONNECTED", "float32"), "Softmax": ("SOFTMAX", "float32")}
     assert all(v[1] == "int8" for k, v in precision.items() if k not in ("BiasAdd_3", "Softmax"))
+    sg = read_model(r.model).subgraphs[0]
+    softmax = next(op for op in sg.operators if op.builtin == "SOFTMAX")
+    fc = next(op for op in sg.operators if op.outputs == softmax.inputs[:1])  # no QUANTIZE/DEQUANTIZE between
+    assert fc.builtin == "FULLY_CONNECTED" and sg.tensors[softmax.inputs[0]].dtype == "float32"
     assert any(n.startswith("tensor 'BiasAdd_3' stays float32 between float ops: the FakeQuant range on it (int8 "
                             "scale ") for n in r.notes), r.notes
     errors = oracle.error_against_graph(m.graph_def, {"full": full, "kept": r.model}, n_inputs=32)
