@@ -25,6 +25,7 @@ import glob
 import math
 import numbers
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
@@ -308,6 +309,19 @@ def _io_types(v: Any) -> dict[str | None, str]:
     return out
 
 
+def _patterns(v: Any) -> tuple[str, ...]:
+    """Python regular expressions (one, or a list), each checked to compile."""
+    out = tuple([v] if isinstance(v, str) else list(v))
+    for p in out:
+        if not isinstance(p, str) or not p:
+            raise Bad(f"{p!r}: expected a regular expression")
+        try:
+            re.compile(p)
+        except re.error as exc:
+            raise Bad(f"'{p}' is not a regular expression ({exc})") from None
+    return out
+
+
 RANGES = Kind(metavar="[NAME=]MIN,MAX", repeat=True, value=_input_ranges)
 IO_TYPE_NAMES = Kind(metavar="[NAME=]" + "|".join(IO_TYPES), repeat=True, value=_io_types)
 SHAPES = Kind(metavar="NAME=D0,D1,...", repeat=True, value=_input_shapes)
@@ -318,6 +332,7 @@ PATH = Kind(metavar="FILE", text=_path, value=_path, path=True)
 STATS = Kind(metavar="FILE...", repeat=True, value=_stats_files, path=True)
 TARGET_NAMES = Kind(metavar="NAME", repeat=True, value=_targets)
 STAGE_NAMES = Kind(metavar="STAGE", repeat=True, value=_stages)
+PATTERNS = Kind(metavar="PATTERN", repeat=True, value=_patterns)
 
 
 def option(default: Any, kind: Kind, help: str, flag: str | None = None, key: str | None = None,
@@ -449,6 +464,12 @@ class PrecisionOptions:
     allow_float: bool = option(
         False, _flag(),
         help="Leave ops that cannot be quantized in float (DEQUANTIZE/QUANTIZE around them) instead of failing.")
+    keep_float: tuple[str, ...] = option(
+        (), PATTERNS,
+        help="Keep the ops this Python regex finds (re.search) in an output tensor's name or in the op type (e.g. "
+             "SOFTMAX) in float32, inside an int8 model (repeatable). A tensor-name match keeps that tensor float: "
+             "its producer and every op reading it; DEQUANTIZE/QUANTIZE at the boundary, each reported "
+             "(docs/converting.md). A pattern that matches no op is an error.")
     allow_custom_ops: bool = option(
         False, _flag(),
         help="Write ops qconvert does not know (e.g. TFLite_Detection_PostProcess) as TFLite CUSTOM ops: custom code "
@@ -641,6 +662,11 @@ def _check(o: ConvertOptions) -> None:
             if p.dynamic_range and t != "float32":
                 raise UsageError(f"{where}: {p.dynamic_range_flag} keeps activations float, so inputs and outputs are "
                                  f"float32; drop {flag}")
+    if p.keep_float and (p.dynamic_range or p.activations != "int8" or p.inference_type != "int8"):
+        why = (f"{p.dynamic_range_flag} keeps every activation float already" if p.dynamic_range
+               else f"--activations {p.activations}: float islands are built inside int8 models only"
+               if p.activations != "int8" else "--inference-type uint8: float islands are built inside int8 models only")
+        raise UsageError(f"--keep-float with {why}; drop one of the two")
     if p.inference_type == "uint8":
         _check_uint8(o)
     if p.block_size is not None:

@@ -1,0 +1,264 @@
+"""Per-layer precision (issue 37): ``convert --keep-float PATTERN`` float islands in an int8 model.
+
+The model: Dense(32, relu) → Dense(32) → tanh → Dense(8), trained briefly from fixed seeds, then two
+of the middle Dense's output channels scaled by 300 (massive activations): the tensor before tanh has
+a range hundreds of times the others', so full int8 rounds the other 30 channels to a few levels.
+
+Oracle: TensorFlow 2.21's ``QuantizationDebugger`` with ``denylisted_nodes`` (the float ops, by the
+float model's tensor names) or ``denylisted_ops``: ``get_nondebug_quantized_model()`` writes a
+full-int8 file with those ops in float (its I/O float32, whatever the converter's inference types
+say). Given TensorFlow's recorded ranges, ours must be that file op by op (builtin, version,
+options, tensor types, parameters, constant bytes) and give the same float outputs in LiteRT REF.
+Accuracy: the float graph run by TensorFlow's float .tflite, on 64 samples calibration never saw.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+tf = pytest.importorskip("tensorflow", reason="TensorFlow builds the model and is the oracle")
+keras = pytest.importorskip("tf_keras", reason="the model is a tf-keras model")
+
+import file_compare
+import oracle
+
+from qconvert.schema.reader import read_model
+
+CACHE = Path(os.environ.get("QCONVERT_TEST_CACHE", Path.home() / ".cache" / "qconvert-tests"))
+WIDE = "dense_1/BiasAdd"  # the tensor before tanh: two channels ×300
+
+
+def _build() -> bytes:
+    from tensorflow.python.framework.convert_to_constants import (
+        convert_variables_to_constants_v2,
+    )
+
+    keras.backend.clear_session()
+    keras.utils.set_random_seed(0)
+    L = keras.layers
+    inp = keras.Input((16,))
+    x = L.Dense(32, activation="relu")(inp)
+    x = L.Activation("tanh")(L.Dense(32)(x))
+    model = keras.Model(inp, L.Dense(8)(x))
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-1, 1, (256, 16)).astype(np.float32)
+    model.compile("adam", "mse")
+    model.fit(x, rng.normal(size=(256, 8)).astype(np.float32), epochs=5, batch_size=16, verbose=0, shuffle=False)
+    w, b = model.layers[2].get_weights()
+    w[:, :2] *= 300.0
+    b[:2] *= 300.0
+    model.layers[2].set_weights([w, b])
+    fn = tf.function(lambda t: model(t, training=False))
+    frozen = convert_variables_to_constants_v2(fn.get_concrete_function(tf.TensorSpec([1, 16], tf.float32,
+                                                                                       name="input")))
+    return frozen.graph.as_graph_def().SerializeToString()
+
+
+@pytest.fixture(scope="module")
+def pb() -> bytes:
+    path = CACHE / "per_layer_precision_tanh_v1.pb"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(_build())
+    return path.read_bytes()
+
+
+def _data(seed: int, n: int) -> np.ndarray:
+    return np.random.default_rng(seed).uniform(-1, 1, (n, 16)).astype(np.float32)
+
+
+CALIB, HELD_OUT = _data(1, 32), _data(2, 64)
+
+
+def _float_graph(pb: bytes) -> oracle.FloatGraph:
+    return oracle.FloatGraph(pb, ["input"], ["Identity"], {"input": [1, 16]})
+
+
+def _tf_denylisted(pb: bytes, nodes: list[str] | None = None, ops: list[str] | None = None) -> bytes:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "model.pb")
+        Path(path).write_bytes(pb)
+        c = tf.compat.v1.lite.TFLiteConverter.from_frozen_graph(path, ["input"], ["Identity"], {"input": [1, 16]})
+        c.optimizations = [tf.lite.Optimize.DEFAULT]
+        c.representative_dataset = lambda: ([CALIB[i:i + 1]] for i in range(len(CALIB)))
+        c.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+        debugger = tf.lite.experimental.QuantizationDebugger(
+            converter=c, debug_dataset=lambda: ([CALIB[i:i + 1]] for i in range(4)),
+            debug_options=tf.lite.experimental.QuantizationDebugOptions(denylisted_nodes=nodes, denylisted_ops=ops))
+        return debugger.get_nondebug_quantized_model()
+
+
+def _ours(pb: bytes, **keys) -> tuple[bytes, list[str]]:  # type: ignore[no-untyped-def]
+    from qconvert.api import convert_graph
+
+    r = convert_graph(pb, inputs=["input"], outputs=["Identity"], calibration_data={"input": CALIB}, **keys)
+    return r.model, r.notes
+
+
+def _snr(pb: bytes, tflite: bytes) -> float:
+    """Output SNR (dB) against the float model on the held-out samples (LiteRT REF)."""
+    ref = oracle.tf_float_convert(_float_graph(pb))
+    sig = err = 0.0
+    d = oracle.io_details(tflite)
+    (iscale, izp), (oscale, ozp) = d["inputs"][0]["quant"], d["outputs"][0]["quant"]
+    for x in HELD_OUT:
+        f = oracle.run_litert(ref, {"input": x[None]})[0].astype(np.float64)
+        xi = x[None] if not iscale else np.clip(np.round(x[None] / iscale + izp), -128, 127).astype(np.int8)
+        q = oracle.run_litert(tflite, {"input": xi})[0].astype(np.float64)
+        q = (q - ozp) * oscale if oscale else q
+        sig += float(np.sum(f ** 2))
+        err += float(np.sum((f - q) ** 2))
+    return 10 * np.log10(sig / err)
+
+
+def _precision_of_ops(tflite: bytes) -> dict[str, tuple[str, str]]:
+    """Each compute op (not QUANTIZE/DEQUANTIZE) by its output name: (builtin, float32 or the activation type)."""
+    sg = read_model(tflite).subgraphs[0]
+    out = {}
+    for op in sg.operators:
+        if op.builtin in ("QUANTIZE", "DEQUANTIZE"):
+            continue
+        name = sg.tensors[op.outputs[0]].name
+        out[name] = (op.builtin, sg.tensors[op.outputs[0]].dtype)
+    return out
+
+
+def test_keep_float_recovers_the_accuracy_full_int8_loses(pb: bytes) -> None:
+    full, _ = _ours(pb)
+    kept, notes = _ours(pb, keep_float=[WIDE])
+    snr_full, snr_kept = _snr(pb, full), _snr(pb, kept)
+    print(f"output SNR vs float on 64 held-out samples: full int8 {snr_full:.1f} dB, --keep-float {WIDE} "
+          f"{snr_kept:.1f} dB")
+    assert snr_full < 10 and snr_kept > snr_full + 20, (snr_full, snr_kept)
+    # exactly the producer of the wide tensor and its reader in float, every other compute op int8
+    assert _precision_of_ops(kept) == {
+        "model/dense/Relu": ("FULLY_CONNECTED", "int8"),
+        "model/dense_1/BiasAdd": ("FULLY_CONNECTED", "float32"),
+        "model/activation/Tanh": ("TANH", "float32"),
+        "Identity": ("FULLY_CONNECTED", "int8")}
+    said = "\n".join(notes)
+    assert "FULLY_CONNECTED 'model/dense_1/MatMul' stays float32 (--keep-float 'dense_1/BiasAdd' matches its " \
+           "output 'model/dense_1/BiasAdd')" in said
+    assert "TANH 'model/activation/Tanh' stays float32 (it reads 'model/dense_1/BiasAdd'" in said
+    boundaries = [n for n in notes if n.startswith("boundary:")]
+    assert len(boundaries) == 2, boundaries
+    assert boundaries[0].startswith("boundary: 'model/dense/Relu' int8 scale ") and \
+        boundaries[0].endswith("→ float32 (DEQUANTIZE) into the float FULLY_CONNECTED 'model/dense_1/MatMul'")
+    # TANH's output keeps TANH's fixed int8 parameters (1/128, 0), as TensorFlow writes it
+    assert boundaries[1] == "boundary: 'model/activation/Tanh' float32 → int8 scale 0.0078125 zero point 0 " \
+                            "(QUANTIZE) for FULLY_CONNECTED 'model/dense_2/MatMul'"
+
+
+@pytest.mark.parametrize("case", ["tensor_name", "op_type"])
+def test_equals_tensorflows_denylisted_file(pb: bytes, case: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Given TensorFlow's ranges: --keep-float dense_1/BiasAdd is TF's denylisted_nodes=[that FC, the TANH];
+    --keep-float ^TANH$ is TF's denylisted_ops=['TANH'] (TF's input and output float32 here)."""
+    model = _float_graph(pb)
+    samples = {"input": CALIB}
+    if case == "tensor_name":
+        theirs = _tf_denylisted(pb, nodes=["model/dense_1/MatMul;model/dense_1/BiasAdd", "model/activation/Tanh"])
+        pattern = WIDE
+    else:
+        theirs = _tf_denylisted(pb, ops=["TANH"])
+        pattern = "^TANH$"
+    stats, calibrated = oracle.tf_calibration_statistics(model, samples)
+    assert not oracle.use_tensorflows_statistics(monkeypatch, stats, calibrated, samples)
+    ours, _ = _ours(pb, keep_float=[pattern], input_type="float32", output_type="float32")
+    assert [op.builtin for op in read_model(ours).subgraphs[0].operators] == \
+        [op.builtin for op in read_model(theirs).subgraphs[0].operators]
+    assert file_compare.compare_files(ours, theirs) >= 6
+    file_compare.compare_outputs(ours, theirs, {"input": [1, 16]}, n=16)
+
+
+def test_promoting_the_producer_alone_does_nothing_in_tensorflow(pb: bytes) -> None:
+    """Why a name match takes the readers too (measured): TF with only the FC denylisted re-quantizes
+    its float output to int8 for the TANH, and the accuracy stays that of full int8."""
+    full = _tf_denylisted(pb)
+    producer_only = _tf_denylisted(pb, nodes=["model/dense_1/MatMul;model/dense_1/BiasAdd"])
+    both = _tf_denylisted(pb, nodes=["model/dense_1/MatMul;model/dense_1/BiasAdd", "model/activation/Tanh"])
+    s_full, s_one, s_both = _snr(pb, full), _snr(pb, producer_only), _snr(pb, both)
+    print(f"TensorFlow: full int8 {s_full:.1f} dB, FC alone float {s_one:.1f} dB, FC and TANH float {s_both:.1f} dB")
+    assert abs(s_one - s_full) < 3 and s_both > s_full + 20
+
+
+def test_qconvert_run_says_it_runs_no_float_island(pb: bytes) -> None:
+    """`qconvert run` executes int8 and 16x8 files only: on a file with a float island it refuses in one
+    line naming the op (LiteRT REF runs the file: the SNR test above)."""
+    from qconvert.errors import RunError
+    from qconvert.runtime.interpreter import IntegerModel
+
+    kept, _ = _ours(pb, keep_float=[WIDE])
+    with pytest.raises(RunError, match="FULLY_CONNECTED 'model/dense_1/BiasAdd'.*float32"):
+        IntegerModel(kept)
+
+
+def test_a_pattern_that_matches_nothing_is_a_usage_error(pb: bytes, tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from qconvert.cli import cli
+
+    (tmp_path / "m.pb").write_bytes(pb)
+    np.save(tmp_path / "x.npy", CALIB)
+    out = tmp_path / "m.tflite"
+    r = CliRunner().invoke(cli, ["convert", str(tmp_path / "m.pb"), "-o", str(out), "--calibration-data",
+                                  str(tmp_path / "x.npy"), "--keep-float", WIDE, "--keep-float", "dense_9"])
+    assert r.exit_code == 2, r.output
+    assert "--keep-float 'dense_9' matches no op" in r.output
+    assert not out.exists()
+    r = CliRunner().invoke(cli, ["convert", str(tmp_path / "m.pb"), "-o", str(out), "--calibration-data",
+                                  str(tmp_path / "x.npy"), "--keep-float", "dense_1/(Bias"])
+    assert r.exit_code == 2 and "is not a regular expression" in r.output, r.output
+
+
+def test_manifest_and_library(pb: bytes, tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    import qconvert
+    from qconvert.cli import cli
+
+    (tmp_path / "m.pb").write_bytes(pb)
+    np.save(tmp_path / "x.npy", CALIB)
+    api = qconvert.convert(str(tmp_path / "m.pb"), tmp_path / "api.tflite", calibration_data=str(tmp_path / "x.npy"),
+                           keep_float=WIDE)
+    (tmp_path / "m.toml").write_text(f'[[model]]\npath = "m.pb"\noutput = "batch.tflite"\n'
+                                     f'calibration_data = "x.npy"\nkeep_float = ["{WIDE}"]\n')
+    r = CliRunner().invoke(cli, ["batch", str(tmp_path / "m.pb"), "--manifest", str(tmp_path / "m.toml"),
+                                 "--jobs", "1"])
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "batch.tflite").read_bytes() == api.model
+    assert _precision_of_ops(api.model)["model/dense_1/BiasAdd"] == ("FULLY_CONNECTED", "float32")
+
+
+def test_qat_graph_the_fake_quant_between_float_ops_is_not_applied() -> None:
+    """A QAT graph (the corpus' small classifier: conv, depthwise, pointwise, pool, Dense, Softmax; every
+    range from a FakeQuant): --keep-float on the Dense's output keeps the Dense and the Softmax float;
+    the FakeQuant between them is not applied (said in one line: its range), the FakeQuants at the
+    boundary are (DEQUANTIZE/QUANTIZE at their parameters), the Dense reads its fake-quantized weights
+    in float. Against the training graph (which rounds and clamps the logits at that FakeQuant) the mean
+    error stays that of the all-int8 file; the largest grows (measured 0.033 against 0.006 on 32 random
+    inputs: the logits are no longer clamped to the FakeQuant's range)."""
+    import corpus
+
+    from qconvert.api import convert_graph
+
+    m = corpus.build_model("small_classifier")
+    full = convert_graph(m.graph_def, input_ranges=m.input_ranges).model
+    r = convert_graph(m.graph_def, input_ranges=m.input_ranges, keep_float=["BiasAdd_3"])
+    precision = _precision_of_ops(r.model)
+    assert {k: v for k, v in precision.items() if v[1] == "float32"} == {
+        "BiasAdd_3": ("FULLY_CONNECTED", "float32"), "Softmax": ("SOFTMAX", "float32")}
+    assert all(v[1] == "int8" for k, v in precision.items() if k not in ("BiasAdd_3", "Softmax"))
+    sg = read_model(r.model).subgraphs[0]
+    softmax = next(op for op in sg.operators if op.builtin == "SOFTMAX")
+    fc = next(op for op in sg.operators if op.outputs == softmax.inputs[:1])  # no QUANTIZE/DEQUANTIZE between
+    assert fc.builtin == "FULLY_CONNECTED" and sg.tensors[softmax.inputs[0]].dtype == "float32"
+    assert any(n.startswith("tensor 'BiasAdd_3' stays float32 between float ops: the FakeQuant range on it (int8 "
+                            "scale ") for n in r.notes), r.notes
+    errors = oracle.error_against_graph(m.graph_def, {"full": full, "kept": r.model}, n_inputs=32)
+    print(f"QAT small_classifier vs its training graph, (mean, max) |error|: {errors}")
+    assert errors["kept"][0] <= errors["full"][0] * 1.25 and errors["kept"][1] <= 0.05
