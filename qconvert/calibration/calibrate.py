@@ -421,8 +421,8 @@ def calibrate(graph: Graph, ctx: Context) -> bool:
     kept = drop_redundant(graph, stats, ctx.activation_bits == 16)
     by_hand = dict(calib.ranges)
     if ctx.activation_bits == 8:
-        _widen_softmax_inputs(graph, kept, ctx)
-        _widen_softmax_inputs(graph, by_hand, ctx)
+        _widen_for_kernels(graph, kept, ctx)
+        _widen_for_kernels(graph, by_hand, ctx)
     states = _state_ranges(graph, {**kept, **{n: r for n, r in by_hand.items() if n in names}}, stats, kept)
     for name in names:
         if name in states:
@@ -450,42 +450,40 @@ def calibrate(graph: Graph, ctx: Context) -> bool:
     return bool(names) or bool(by_hand)
 
 
-_MOVES = frozenset({"RESHAPE", "TRANSPOSE", "SQUEEZE", "EXPAND_DIMS"})
-
-
-def _widen_softmax_inputs(graph: Graph, ranges: dict[str, tuple[float, float]], ctx: Context) -> None:
-    """An int8 SOFTMAX whose input scale is at most ``2**-26 / beta`` cannot be prepared by
-    LiteRT's reference kernel nor TFLite Micro's (``PreprocessSoftmaxScaling`` needs a multiplier
-    above 1: they abort). Near-constant scores (an untrained attention) get such ranges;
-    TensorFlow writes them as they are. Here the range is widened about its centre to the
-    smallest width those kernels take, with a note naming the tensor."""
+def _widen_for_kernels(graph: Graph, ranges: dict[str, tuple[float, float]], ctx: Context) -> None:
+    """An int8 op whose kernel needs a least input scale (the op table's ``least_input_scale``:
+    SOFTMAX's reference kernel and TFLite Micro's abort at or below ``2**-26 / beta``) gets its
+    calibrated input range widened about its centre to the smallest width they take, with a note
+    naming the tensor. Near-constant scores (an untrained attention at a larger input) get such
+    ranges; TensorFlow writes them as they are (its file aborts LiteRT REF, measured)."""
     for node in graph.nodes:
-        if node.op != "SOFTMAX":
+        op_row = row(node.op)
+        if op_row is None or op_row.least_input_scale is None:
             continue
-        beta = float(node.attrs.get("beta") or 1.0)
+        least = op_row.least_input_scale(node.attrs)
         tensor = node.inputs[0]
-        while tensor not in ranges:  # a move op before the SOFTMAX shares its input's range
+        while tensor not in ranges:  # an op moving elements shares its input's range
             producer = graph.producer(tensor)
-            if producer is None or producer.op not in _MOVES:
+            producer_row = row(producer.op) if producer is not None else None
+            if producer_row is None or not producer_row.moves_elements:
                 break
-            tensor = producer.inputs[0]
-        if tensor not in ranges or beta <= 0:
+            tensor = producer.inputs[0]  # type: ignore[union-attr]
+        if tensor not in ranges or not least > 0:
             continue
         lo, hi = ranges[tensor]
-        if not hi >= lo or calibrated_range_params(lo, hi).scale[0] * beta * 2.0**26 > 1.0:
+        if not hi >= lo or calibrated_range_params(lo, hi).scale[0] > least:
             continue
-        width = 255.0 * 2.0**-26 / beta
-        centre = (lo + hi) / 2
+        width = 255.0 * least
         while True:
-            new_lo, new_hi = centre - width / 2, centre + width / 2
-            if calibrated_range_params(new_lo, new_hi).scale[0] * beta * 2.0**26 > 1.0:
+            new_lo, new_hi = (lo + hi - width) / 2, (lo + hi + width) / 2
+            if calibrated_range_params(new_lo, new_hi).scale[0] > least:
                 break
             width *= 1.0 + 2.0**-20
         ranges[tensor] = (new_lo, new_hi)
-        ctx.note(f"SOFTMAX '{node.name}': input '{tensor}' range [{lo:.3g}, {hi:.3g}] widened to "
-                 f"[{new_lo:.3g}, {new_hi:.3g}] (int8 scale above 2^-26/beta, the least LiteRT's reference "
+        ctx.note(f"{node.op} '{node.name}': input '{tensor}' range [{lo:.3g}, {hi:.3g}] widened to "
+                 f"[{new_lo:.3g}, {new_hi:.3g}] (int8 scale above {least:.3g}, the least LiteRT's reference "
                  f"kernel and TFLite Micro accept; TensorFlow writes the narrower scale, which they refuse); "
-                 f"near-constant scores: is the model trained?")
+                 f"near-constant values: is the model trained?")
 
 
 def _clock(seconds: float) -> str:

@@ -130,6 +130,8 @@ class OpRow:
     dropped_after_legalize: bool = False  # FAKE_QUANT: its range already lives in a Q/DQ pair
     # calibration
     in_place: bool = False  # TFLite's kernels may share the output buffer with an input
+    # int8: the input scale its reference kernel needs to exceed, from the options (None: any)
+    least_input_scale: Callable[[Mapping[str, Any]], float] | None = None
     zero_pads: bool = False  # PAD: slot 1 holds the paddings, the fill is zero
     # PADV2: the slot of its fill value, quantized with the shared parameters; a fill of -inf or +inf
     # (or ±FLT_MAX, as TensorFlow writes them) pads a max or min pool: its output's range is not recorded,
@@ -261,7 +263,8 @@ TABLE: dict[str, OpRow] = dict([
     _row("PADV2", Rule.SAME_SCALE, 2, form16=Form16.NONE, float_inputs=(0, 2), kernel=fk.padv2, folds=True,
          fill_slot=2),
     _row("SOFTMAX", Rule.FIXED, 2, uint8=True, int8_to_int16=True, fixed=(1.0 / 256.0, -128),
-         fixed16=(1.0 / 32768.0, 0), kernel=fk.softmax, requant=r.softmax, requant16=r.softmax16),
+         fixed16=(1.0 / 32768.0, 0), kernel=fk.softmax, requant=r.softmax, requant16=r.softmax16,
+         least_input_scale=qm.softmax_least_input_scale),
     _row("LOGISTIC", Rule.FIXED, 2, hoists=True, uint8=True, fixed=(1.0 / 256.0, -128), fixed16=(1.0 / 32768.0, 0), kernel=fk.logistic,
          lut=qm.logistic_float32, requant=r.lookup_table, requant16=r.logistic_tanh16),
     _row("TANH", Rule.FIXED, 2, hoists=True, uint8=True, fixed=(1.0 / 128.0, 0), fixed16=(1.0 / 32768.0, 0), kernel=fk.tanh,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -211,6 +211,13 @@ def relu_requant(in_scale: float, out_scale: float) -> tuple[int, int]:
 
 
 SOFTMAX_SCALED_DIFF_INTEGER_BITS = 5
+
+
+def softmax_least_input_scale(options: Mapping[str, Any]) -> float:
+    """The int8 input scale SOFTMAX's reference kernel must exceed: ``2**-26 / beta``
+    (``PreprocessSoftmaxScaling`` needs its multiplier above 1)."""
+    beta = options.get("beta")
+    return 2.0 ** -(31 - SOFTMAX_SCALED_DIFF_INTEGER_BITS) / (1.0 if beta is None else float(beta))
 
 
 def softmax_requant(in_scale: float, beta: float = 1.0) -> tuple[int, int]:
