@@ -76,7 +76,7 @@ CONST_EVAL: dict[str, Callable[[Any, Sequence[np.ndarray]], np.ndarray]] = {
     "BroadcastTo": lambda node, v: np.broadcast_to(v[0], [int(d) for d in np.asarray(v[1]).reshape(-1)]),
 }
 # Ops that exist only to compute constants: they must fold, or the graph is not supported.
-CONST_ONLY = {"Sqrt", "Prod", "Min", "Cast", "FloorDiv", "Fill", "Shape", "Range", "BroadcastTo"}
+CONST_ONLY = {"Prod", "Min", "Cast", "FloorDiv", "Fill", "Shape", "Range", "BroadcastTo"}
 
 
 def evaluate(node: Any, values: Sequence[np.ndarray]) -> np.ndarray:

@@ -468,9 +468,13 @@ TF_OPS: dict[str, TfOp] = {
     "SquaredDifference": TfOp("SQUARED_DIFFERENCE", shape_broadcast),
     "Rsqrt": TfOp("RSQRT", shape_same),
     "Abs": TfOp("ABS", shape_same),
+    "Exp": TfOp("EXP", shape_same),
+    "Log": TfOp("LOG", shape_same),
+    "Sqrt": TfOp("SQRT", shape_same),
+    # x**2 as MUL x·x, x**0.5 as SQRT (legalize/tf_rewrites.py pow_); GELU's x³ inside its pattern
+    "Pow": TfOp("MUL", shape_broadcast),
     # parts of GELU's patterns (qconvert/legalize/gelu.py), refused anywhere else
     "Erfc": TfOp("GELU", shape_same),
-    "Pow": TfOp("GELU", shape_broadcast),
     "ResizeNearestNeighbor": TfOp("RESIZE_NEAREST_NEIGHBOR", shape_resize),
     "ResizeBilinear": TfOp("RESIZE_BILINEAR", shape_resize),
     "FusedBatchNorm": TfOp("MUL", shape_batch_norm),

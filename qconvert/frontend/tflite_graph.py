@@ -268,6 +268,11 @@ def _add_op(graph: Graph, sg: Any, op: Any, names: list[str], source: str) -> No
         raise ConversionError(f"{source}: {op.builtin} '{out}' has {len(op.outputs)} outputs; qconvert reads it "
                               "with one")
     ins = [_operand(graph, sg, i, names) for i in op.inputs]
+    if op.builtin == "RESHAPE" and len(ins) == 2 and ins[1] and graph.tensors[ins[1]].data is not None \
+            and np.ndim(graph.tensors[ins[1]].data) != 1:
+        # a shape operand that is not a vector (TOCO's [1, N] in dp_net): LiteRT reads the new shape
+        # from the options then (reshape.cc), and qconvert writes a vector, as TensorFlow 2.21 does
+        ins[1] = graph.add_const(f"{out}/shape", np.asarray(sg.tensors[op.outputs[0]].shape, np.int32))
     for o in op.outputs:
         graph.add_tensor(_activation(sg.tensors[o], names[o]))
     attrs = {k: v for k, v in op.options.items() if k not in _WRITER_OPTIONS and v is not None}
@@ -275,20 +280,26 @@ def _add_op(graph: Graph, sg: Any, op: Any, names: list[str], source: str) -> No
 
 
 def _add_square(graph: Graph, sg: Any, op: Any, names: list[str], source: str, out: str) -> None:
-    """POW(x, 2) as MUL(x, x): TensorFlow 2.21's converter writes ``tf.pow(x, 2.0)`` so, and quantizes
-    it as a MUL; any other POW it leaves float (no int8 kernel; measured: DEQUANTIZE, POW, QUANTIZE even
-    under TFLITE_BUILTINS_INT8), and qconvert refuses it (older converters wrote POW(x, 2): dp_net)."""
+    """POW(x, 2) as MUL(x, x) and POW(x, 0.5) as SQRT(x): TensorFlow 2.21's converter writes
+    ``tf.pow(x, 2.0)`` and ``tf.pow(x, 0.5)`` so, and quantizes them as MUL and SQRT; any other POW it
+    leaves float (no int8 kernel; measured: DEQUANTIZE, POW, QUANTIZE even under TFLITE_BUILTINS_INT8),
+    and qconvert refuses it (older converters wrote POW(x, 2) and POW(x, 0.5): dp_net)."""
     t = sg.tensors[op.inputs[1]] if len(op.inputs) == 2 and op.inputs[1] >= 0 else None
     exponent = _constant(t, names[op.inputs[1]]) if t is not None and t.data is not None else None
-    if exponent is None or exponent.size == 0 or not np.all(exponent == 2.0) \
+    power = float(exponent.reshape(-1)[0]) if exponent is not None and exponent.size else None
+    if power not in (2.0, 0.5) or not np.all(exponent == power) \
             or tuple(sg.tensors[op.outputs[0]].shape) != tuple(sg.tensors[op.inputs[0]].shape):
         what = "an activation" if exponent is None else f"{exponent.reshape(-1)[:1].tolist()[0]:g}"
         raise ConversionError(f"{source}: tensor '{out}' comes from POW (exponent {what}), which TensorFlow 2.21 "
-                              "leaves float (no int8 kernel) and qconvert cannot quantize; only x**2 converts "
-                              "(as MUL x·x, as TensorFlow writes it): rewrite the power, or keep the model float")
+                              "leaves float (no int8 kernel) and qconvert cannot quantize; only x**2 and x**0.5 "
+                              "convert (as MUL x·x and SQRT, as TensorFlow writes them): rewrite the power, or keep "
+                              "the model float")
     x = _operand(graph, sg, op.inputs[0], names)
     graph.add_tensor(_activation(sg.tensors[op.outputs[0]], out))
-    graph.add_node(Node("MUL", [x, x], [out], {"fused_activation_function": "NONE"}, name=out))
+    if power == 0.5:
+        graph.add_node(Node("SQRT", [x], [out], {}, name=out))
+    else:
+        graph.add_node(Node("MUL", [x, x], [out], {"fused_activation_function": "NONE"}, name=out))
 
 
 def _operand(graph: Graph, sg: Any, i: int, names: list[str]) -> str:

@@ -348,6 +348,28 @@ def pattern_only(pattern: str, fix: str) -> Rewrite:
     return rewrite
 
 
+def pow_(graph: Graph, node: Node) -> None:
+    """``x ** c`` with a constant scalar ``c`` as TensorFlow 2.21 writes it (measured): ``c = 2`` ⇒
+    ``MUL(x, x)``, ``c = 0.5`` ⇒ SQRT, both int8; any other power it leaves float (DEQUANTIZE, POW,
+    QUANTIZE), which qconvert refuses. GELU's x³ is fused earlier in the stage."""
+    c = graph.const(node.inputs[1]) if len(node.inputs) == 2 else None
+    value = float(np.asarray(c).reshape(-1)[0]) if c is not None and np.asarray(c).size >= 1 \
+        and np.all(np.asarray(c) == np.asarray(c).reshape(-1)[0]) else None
+    shape_kept = value is not None and graph.tensors[node.outputs[0]].shape == graph.tensors[node.inputs[0]].shape
+    if shape_kept and value == 2.0:
+        node.inputs, node.op = [node.inputs[0], node.inputs[0]], "MUL"
+        node.attrs = {"fused_activation_function": "NONE"}
+        return
+    if shape_kept and value == 0.5:
+        node.inputs, node.op, node.attrs = [node.inputs[0]], "SQRT", {}
+        return
+    what = "an activation" if value is None and c is None else ("a non-uniform constant" if value is None else f"{value:g}")
+    raise ConversionError(
+        f"node '{node.name}' (Pow, exponent {what}): TensorFlow 2.21 leaves this power float (no int8 kernel) "
+        "and qconvert cannot quantize it; only x**2 (MUL x·x) and x**0.5 (SQRT) convert, as TensorFlow writes "
+        "them: rewrite the power, or cut the graph before it with --outputs")
+
+
 def real_div(graph: Graph, node: Node) -> None:
     """``x / c`` with a constant ``c`` ⇒ ``MUL(x, 1/c)`` (the reciprocal in float32), as
     TensorFlow rewrites it; a MUL after a convolution then folds into its weights. A divisor that
@@ -612,7 +634,7 @@ REWRITES: dict[str, Rewrite] = {
     "Neg": neg,
     # parts of GELU's patterns (fuse_gelu, earlier in the stage, takes them): refused anywhere else
     "Erfc": pattern_only("GELU's 0.5·x·erfc(-x/√2)", _GELU_FIX),
-    "Pow": pattern_only("GELU's tanh approximation (x³)", _GELU_FIX),
+    "Pow": pow_,  # GELU's x³ (fuse_gelu, earlier in the stage) takes its own
     "ResizeNearestNeighbor": resize("RESIZE_NEAREST_NEIGHBOR"),
     "ResizeBilinear": resize("RESIZE_BILINEAR"),
     "FusedBatchNorm": fused_batch_norm,

@@ -284,6 +284,24 @@ def rsqrt(node: Any, x: np.ndarray) -> np.ndarray:
         return (np.float32(1) / np.sqrt(x.astype(np.float32))).astype(np.float32)
 
 
+def exp(node: Any, x: np.ndarray) -> np.ndarray:
+    """TFLite's float EXP: ``std::exp`` in float32 (the double value rounded to float32)."""
+    with np.errstate(over="ignore"):
+        return np.exp(x.astype(np.float64)).astype(np.float32)
+
+
+def log(node: Any, x: np.ndarray) -> np.ndarray:
+    """TFLite's float LOG: ``std::log`` in float32 (-inf at 0, NaN below)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.log(x.astype(np.float64)).astype(np.float32)
+
+
+def sqrt(node: Any, x: np.ndarray) -> np.ndarray:
+    """TFLite's float SQRT: ``std::sqrt`` in float32 (NaN below 0)."""
+    with np.errstate(invalid="ignore"):
+        return np.sqrt(x.astype(np.float32)).astype(np.float32)
+
+
 def _erf64(z: np.ndarray) -> np.ndarray:
     """erf in double precision, vectorised: ``2/sqrt(pi) · exp(-z²) · Σ 2ⁿ z^(2n+1) / (2n+1)!!``
     (every term positive, so no cancellation) for |z| ≤ 4.5, and ±1 beyond, where

@@ -167,6 +167,27 @@ def rsqrt(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> Pa
     return {"table": qm.rsqrt_table(x.s, x.zp, out.s, out.zp), "clamp": (-128, 127)}
 
 
+def log_(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> Parts:
+    """LOG int8 (elementwise.cc LogLUTPrepare): the 256-entry table of ``logf``, an input ``<= 0``
+    giving the output's lowest value."""
+    x = _input(ins, 0)
+    low = float(np.float32(np.float32(-128 - int(out.zp)) * np.float32(out.s)))
+    return {"table": qm.activation_table(qm.log_float32(low), x.s, x.zp, out.s, out.zp), "clamp": (-128, 127)}
+
+
+def sqrt(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> Parts:
+    """SQRT int8: the kernel's 256 outputs (it computes them in float32 from the two scales)."""
+    x = _input(ins, 0)
+    return {"table": qm.sqrt_table(x.s, x.zp, out.s, out.zp), "clamp": (-128, 127)}
+
+
+def lut16(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> Parts:
+    """EXP / LOG int16: LiteRT's kernel builds its 513-entry table from the two scales in Prepare
+    (``qm.activation_table16``), as ``run`` does; the record holds the clamp only."""
+    _zero_points_zero(ins, out)
+    return {"clamp": (-32768, 32767)}
+
+
 def gelu(row: Any, ins: Inputs, out: Operand, options: Mapping[str, Any]) -> Parts:
     """GELU: the reference kernel's 256-entry table of its erfc (or, ``approximate``, tanh) form."""
     x = _input(ins, 0)

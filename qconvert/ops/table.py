@@ -236,6 +236,13 @@ TABLE: dict[str, OpRow] = dict([
          requant=r.squared_difference),
     _row("RSQRT", Rule.FREE, 2, form16=Form16.WRITTEN, kernel=fk.rsqrt, requant=r.rsqrt),
     _row("ABS", Rule.FREE, 2, kernel=fk.abs_, requant=r.abs_),  # int16 (16x8): v2 too (TF 2.21)
+    # TF 2.21 (measured): EXP and LOG int8 v2 and 16x8 v2, SQRT int8 v2 and no 16x8 form ("Quantization to
+    # 16x8-bit not yet supported for op: 'SQRT'"); each output takes its own range. Their int8 kernels are
+    # tables of the float32 function (LUTPopulate), SQRT's computed in float32 per element; EXP and LOG int16
+    # LiteRT's 513-entry interpolated tables (exp.cc, elementwise.cc)
+    _row("EXP", Rule.FREE, 2, kernel=fk.exp, lut=qm.exp_float32, requant=r.lookup_table, requant16=r.lut16),
+    _row("LOG", Rule.FREE, 2, kernel=fk.log, requant=r.log_, requant16=r.lut16),
+    _row("SQRT", Rule.FREE, 2, form16=Form16.NONE, kernel=fk.sqrt, requant=r.sqrt),
     # fused from 0.5·x·erfc(-x/√2) (legalize/gelu.py)
     _row("GELU", Rule.FREE, 2, form16=Form16.RUN, kernel=fk.gelu, requant=r.gelu, requant16=r.gelu16),
     _row("MAXIMUM", Rule.SAME_SCALE, 2, uint8=True, kernel=fk.maximum, folds=True),

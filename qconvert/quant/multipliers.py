@@ -287,6 +287,39 @@ def tanh_float32(deq: np.ndarray) -> np.ndarray:
     return np.tanh(deq)
 
 
+def exp_float32(deq: np.ndarray) -> np.ndarray:
+    """EXP's table (exp.cc): ``std::exp(float)``, the C library's ``expf``."""
+    fn = _libm_float("expf")
+    return np.array([fn(v) for v in np.asarray(deq, np.float32)], dtype=np.float32)
+
+
+def log_float32(output_min: float) -> Callable[[np.ndarray], np.ndarray]:
+    """LOG's table (elementwise.cc LogLUTPrepare): the C library's ``logf``, and ``output_min`` (the
+    float32 value of the output's lowest integer) for an input ``<= 0``."""
+    fn = _libm_float("logf")
+    low = np.float32(output_min)
+
+    def log(deq: np.ndarray) -> np.ndarray:
+        return np.array([fn(v) if v > 0 else low for v in np.asarray(deq, np.float32)], dtype=np.float32)
+    return log
+
+
+def sqrt_table(in_scale: float, in_zp: int, out_scale: float, out_zp: int) -> list[int]:
+    """The 256 int8 outputs of TFLite's int8 SQRT (elementwise.cc SqrtEvalQuantized), indexed by
+    ``uint8(x)``; the kernel computes each in float32, no table: ``d = in_scale * float(x - in_zp)``,
+    ``int(sqrtf(d) / out_scale)`` (truncated toward zero) ``+ out_zp``, clamped. A ``d < 0`` aborts the
+    kernel; its entry here is ``out_zp`` (``qconvert run`` refuses such inputs before the table)."""
+    f = np.float32
+    x = np.arange(-128, 128, dtype=np.int64)
+    deq = (f(in_scale) * (x - int(in_zp)).astype(f)).astype(f)
+    with np.errstate(invalid="ignore"):
+        root = np.sqrt(np.maximum(deq, f(0))).astype(f)
+    q = np.clip(np.trunc((root / f(out_scale)).astype(f)).astype(np.int64) + int(out_zp), -128, 127)
+    table = np.empty(256, dtype=np.int64)
+    table[x.astype(np.uint8)] = q
+    return [int(v) for v in table.astype(np.uint8).view(np.int8)]
+
+
 def gelu_float32(deq: np.ndarray) -> np.ndarray:
     """GELU's table (erfc form), the C library's ``erfcf``."""
     return np.array([_gelu_float32(v) for v in deq], dtype=np.float32)

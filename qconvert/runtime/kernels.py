@@ -299,6 +299,31 @@ def rsqrt(call: OpCall) -> np.ndarray:
     return transcendental.lookup(call)
 
 
+def exp(call: OpCall) -> np.ndarray:
+    """EXP int8 by its table; int16 by LiteRT's 513-entry table of ``expf`` built from the scales."""
+    if call.int16:
+        return transcendental16.exp16(call.inputs[0], call.input_scales[0], call.output_scale)
+    return transcendental.lookup(call)
+
+
+def log(call: OpCall) -> np.ndarray:
+    """LOG int8 by its table; int16 by LiteRT's 513-entry table of ``logf`` (an input ``<= 0`` gives the
+    lowest output value) built from the scales."""
+    if call.int16:
+        return transcendental16.log16(call.inputs[0], call.input_scales[0], call.output_scale)
+    return transcendental.lookup(call)
+
+
+def sqrt(call: OpCall) -> np.ndarray:
+    """SQRT int8 (elementwise.cc) by its table; the kernel refuses an input below its zero point."""
+    x = call.inputs[0]
+    if x.size and int(x.min()) < call.input_zps[0]:
+        raise KernelError(f"operator {call.index} (SQRT '{call.name}'): input {int(x.min())} below the zero point "
+                          f"{call.input_zps[0]} (a negative value); TFLite's kernel fails with 'Sqrt is only "
+                          "defined for non-negative values'")
+    return transcendental.lookup(call)
+
+
 def abs_(call: OpCall) -> np.ndarray:
     """ABS int8 / int16 (elementwise.cc AbsEvalQuantized): ``|x - in_zp|`` through the pair, plus
     ``out_zp``, clamped to the type (with equal scales the kernel skips the pair, which is then the
@@ -682,6 +707,9 @@ KERNELS: dict[str, Callable[[OpCall], np.ndarray]] = {
     "HARD_SWISH": transcendental.lookup,
     "GELU": gelu,
     "RSQRT": rsqrt,
+    "EXP": exp,
+    "LOG": log,
+    "SQRT": sqrt,
     "ABS": abs_,
     "SQUARED_DIFFERENCE": squared_difference,
     "PRELU": prelu,

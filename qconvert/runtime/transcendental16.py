@@ -181,3 +181,28 @@ def gelu16(x: np.ndarray, in_scale: float, out_scale: float, approximate: bool) 
     """int16 GELU (LiteRT's activations.cc): the 513-entry table of ``LUTPopulate<int16_t>`` over the
     float32 GeluTransform (``qm.activation_table16``), read by ``lut_lookup``; zero points 0."""
     return lut_lookup(x, _gelu_lut(float(in_scale), float(out_scale), approximate)).astype(np.int16)
+
+
+
+
+@functools.lru_cache(maxsize=64)
+def _exp_lut(in_scale: float, out_scale: float) -> np.ndarray:
+    return np.asarray(qm.activation_table16(qm.exp_float32, in_scale, 0, out_scale, 0), I64)
+
+
+@functools.lru_cache(maxsize=64)
+def _log_lut(in_scale: float, out_scale: float) -> np.ndarray:
+    low = float(np.float32(np.float32(-32768) * np.float32(out_scale)))  # an input <= 0 (zero point 0)
+    return np.asarray(qm.activation_table16(qm.log_float32(low), in_scale, 0, out_scale, 0), I64)
+
+
+def exp16(x: np.ndarray, in_scale: float, out_scale: float) -> np.ndarray:
+    """int16 EXP (exp.cc): the 513-entry table of ``LUTPopulate<int16_t>`` over ``expf``, built from the
+    two scales in Prepare, read by ``lut_lookup``; zero points 0."""
+    return lut_lookup(x, _exp_lut(float(in_scale), float(out_scale))).astype(np.int16)
+
+
+def log16(x: np.ndarray, in_scale: float, out_scale: float) -> np.ndarray:
+    """int16 LOG (elementwise.cc LogLUTPrepare): the same table over ``logf``, an input ``<= 0`` giving
+    the output's lowest value; zero points 0."""
+    return lut_lookup(x, _log_lut(float(in_scale), float(out_scale))).astype(np.int16)

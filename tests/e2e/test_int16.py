@@ -178,6 +178,8 @@ ONE_OP = {
     "REDUCE_MAX": lambda x: tf.reduce_max(x, axis=[1, 2]),
     "RSQRT": lambda x: tf.math.rsqrt(tf.nn.relu(x) + 1.0),
     "ABS": lambda x: tf.abs(x - tf.constant(_C)),  # TF 2.21 writes ABS v2 in 16x8 too
+    "EXP": lambda x: tf.exp(x),  # TF 2.21: EXP v2 in 16x8, LiteRT's 513-entry table
+    "LOG": lambda x: tf.math.log(tf.abs(x) + 0.05),  # LOG v2 in 16x8
     "MINIMUM": lambda x: tf.minimum(x, tf.constant(_C)),
     # the result's range wins: the graph input is requantized to it (one QUANTIZE v2 before MAXIMUM)
     "MAXIMUM": lambda x: tf.maximum(x, tf.constant(_C)),
@@ -197,6 +199,29 @@ def test_one_op_equals_tensorflows_16x8(op: str, monkeypatch: pytest.MonkeyPatch
     _assert_same(ours, theirs, samples, ["input"])
 
 
+@pytest.mark.parametrize("op, fn, low", [("EXP", tf.exp, -2.0), ("LOG", tf.math.log, 0.05)])
+def test_exp_log_run_tensorflows_16x8_file_on_every_int16_input(op: str, fn, low: float) -> None:  # type: ignore[no-untyped-def]
+    """`qconvert run` on TensorFlow's own one-op 16x8 file equals LiteRT REF on all 65536 int16 inputs: the
+    kernel builds LiteRT's 513-entry table from the two scales (LOG: inputs <= 0 give the lowest value)."""
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    from qconvert.runtime.interpreter import IntegerModel
+
+    shape = (1, 64, 32, 32)
+    samples = {"input": np.random.default_rng(7).uniform(low, 1.5, (4, *shape[1:])).astype(np.float32)}
+    theirs = oracle.tf_ptq_convert(oracle.FloatGraph(_one_op(fn, shape), ["input"], ["output"],
+                                                     {"input": list(shape)}), samples, int16=True)
+    assert [(o.builtin, o.version) for o in read_model(theirs).subgraphs[0].operators] == [(op, 2)]
+    it = Interpreter(model_content=theirs, experimental_op_resolver_type=OpResolverType.BUILTIN_REF)
+    it.allocate_tensors()
+    x = np.arange(-32768, 32768, dtype=np.int16).reshape(shape)
+    it.set_tensor(it.get_input_details()[0]["index"], x)
+    it.invoke()
+    expected = it.get_tensor(it.get_output_details()[0]["index"])
+    got = next(iter(IntegerModel(theirs).run({"input": x}).values()))
+    np.testing.assert_array_equal(np.asarray(got), expected)
+
+
 @pytest.mark.parametrize("op, fn", [
     ("HARD_SWISH", lambda x: x * tf.nn.relu6(x + 3) / 6),  # TF: "not yet supported for op: 'HARD_SWISH'"
     ("SPACE_TO_DEPTH", lambda x: tf.nn.space_to_depth(x, 2)),
@@ -206,6 +231,7 @@ def test_one_op_equals_tensorflows_16x8(op: str, monkeypatch: pytest.MonkeyPatch
     # LiteRT's int16 SUM adds raw int16 values with no rescale and wraps: TensorFlow's own 16x8 file gives
     # [-3e-05, -3e-05, 3e-05, 0] for sums of [0.09, 5.5, 9.4, 3.6]
     ("SUM", lambda x: tf.reduce_sum(x, axis=[1, 2], keepdims=True)),
+    ("SQRT", lambda x: tf.sqrt(tf.abs(x))),  # TF: "Quantization to 16x8-bit not yet supported for op: 'SQRT'"
     ("DIV", lambda x: x / (tf.abs(x) + 0.5)),  # TF: "Quantization to 16x8-bit not yet supported for op: 'DIV'"
     # TF writes an int16 PADV2 with a float32 fill, which LiteRT refuses (tests/e2e/test_padv2.py)
     ("PADV2", lambda x: tf.pad(x, [[0, 0], [1, 1], [1, 1], [0, 0]], constant_values=-0.5)),

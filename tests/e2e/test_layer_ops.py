@@ -361,6 +361,27 @@ def _layer_norm_fused(rows):  # type: ignore[no-untyped-def]
     return build
 
 
+def _exp(x, fq):  # type: ignore[no-untyped-def]
+    return fq(tf.exp(x), 0.0, 2.8)  # EXP int8 v2: the table of expf (issue 36, dp_net's softplus)
+
+
+def _log(x, fq):  # type: ignore[no-untyped-def]
+    # LOG int8 v2: the table of logf; |x| = 0 gives the output's lowest value (log(0) = -inf)
+    return fq(tf.math.log(fq(tf.abs(x), 0.0, 1.0)), -4.0, 0.0)
+
+
+def _sqrt(x, fq):  # type: ignore[no-untyped-def]
+    return fq(tf.sqrt(fq(tf.abs(x), 0.0, 1.0)), 0.0, 1.0)  # SQRT int8 v2: float32 per element, truncated
+
+
+def _pow_half(x, fq):  # type: ignore[no-untyped-def]
+    return fq(tf.pow(fq(tf.abs(x), 0.0, 1.0), 0.5), 0.0, 1.0)  # TF writes SQRT
+
+
+def _pow_square(x, fq):  # type: ignore[no-untyped-def]
+    return fq(tf.pow(x, 2.0), 0.0, 1.0)  # TF writes MUL(x, x)
+
+
 def _fq_weight(fq, w):  # type: ignore[no-untyped-def]
     m = float(np.abs(w).max())
     return fq(tf.constant(w), -m, m) if fq(tf.constant(1.0), 0.0, 2.0).op.type.startswith("FakeQuant") else w
@@ -372,6 +393,7 @@ BUILDERS: dict[str, Callable] = {"upsampling_nearest": _upsampling_nearest,
     # TF's driver counts integer operands: RESIZE (size) and PAD (paddings) take B, MAX_POOL keeps A
     "gelu": _gelu(False), "gelu_approximate": _gelu(True), "layer_norm": _layer_norm,
     "abs": _abs, "abs_same_scale": _abs_same_scale,
+    "exp": _exp, "log": _log, "sqrt": _sqrt, "pow_half": _pow_half, "pow_square": _pow_square,
     "layer_norm_fused": _layer_norm_fused(16), "layer_norm_fused_all_axes": _layer_norm_fused(1),
     "grouped_conv_depthwise_like": _grouped_conv(3, 6),  # one input channel per group
     "grouped_conv_two_groups": _grouped_conv(2, 6, pre=4),
@@ -579,6 +601,8 @@ def _refused_graph(kind: str) -> bytes:
         x = tf.compat.v1.placeholder(tf.float32, SHAPE, name="input")
         if kind == "erfc":  # erfc, but not GELU's pattern
             y = tf.math.erfc(x) * 2.0
+        elif kind == "pow_cube":  # a power TensorFlow leaves float (DEQUANTIZE, POW, QUANTIZE)
+            y = tf.pow(x, 3.0)
         else:  # a BatchNormalization frozen in training mode (NHWC): batch statistics, not a LayerNorm
             y, _, _ = tf.compat.v1.nn.fused_batch_norm(x, tf.ones([3]), tf.zeros([3]), is_training=True)
         tf.identity(y, name="out")
@@ -586,7 +610,8 @@ def _refused_graph(kind: str) -> bytes:
 
 
 @pytest.mark.parametrize("kind, words", [("erfc", ["'Erfc'", "GELU", "tf.nn.gelu"]),
-                                         ("batch_norm_training", ["FusedBatchNorm", "training=False"])])
+                                         ("batch_norm_training", ["FusedBatchNorm", "training=False"]),
+                                         ("pow_cube", ["(Pow, exponent 3)", "x**0.5 (SQRT)"])])
 def test_refused_with_one_line(tmp_path, capsys, kind: str, words: list[str]) -> None:  # type: ignore[no-untyped-def]
     from qconvert.cli import main
 

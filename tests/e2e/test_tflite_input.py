@@ -84,7 +84,7 @@ def test_corpus_float_file_gives_tensorflows_int8_file(name: str, monkeypatch: p
 LAYER_OPS = ["prelu", "hard_swish_keras", "leaky_relu", "conv1d", "dense_3d", "layer_norm", "gelu",
              "upsampling_bilinear", "split", "split_v", "unpack", "pack", "concat_after_pool", "pool_branches",
              "strided_slice_shrink", "conv2d_transpose_relu", "zero_pad_depthwise_stride2", "gather", "arg_max",
-             "reduce_max", "space_to_depth", "grouped_conv_two_groups"]
+             "reduce_max", "space_to_depth", "grouped_conv_two_groups", "exp", "log", "sqrt", "pow_half"]
 
 
 @pytest.mark.parametrize("name", LAYER_OPS)
@@ -396,6 +396,60 @@ def test_real_float_files_convert_fully_int8(path: str) -> None:
     oracle.assert_run_equals_litert(ours, n=2)
 
 
+@pytest.mark.skipif(not (REAL / "tflite_micro" / "dp_net.tflite").is_file(),
+                    reason=f"{REAL}/tflite_micro/dp_net.tflite is absent (TFLite Micro's DPCRN noise suppressor)")
+def test_dp_net_converts_fully_int8_and_runs_as_litert() -> None:
+    """TFLite Micro's dp_net (TOCO, 2,338 ops: GRUs unrolled, TRANSPOSE_CONV, PRELU, the softplus log(1 +
+    exp(z)), POW(x, 2) and SQRT(a² + b² + eps) as a divisor) converts fully int8. Its samples are uniform in
+    [-0.01, 0.01]: on [-1, 1] exp(z) overflows float32 in the float file itself. Its two DIVs' divisor has
+    values below half a step of its int8 range, which the int8 DIV kernel refuses (a zero divisor): on each
+    sample LiteRT REF and `qconvert run` both stop there or give the same outputs; the file cut before the
+    DIVs (the other three outputs) runs as LiteRT REF."""
+    import oracle
+
+    from qconvert.api import convert_graph
+    from qconvert.errors import RunError
+    from qconvert.runtime.interpreter import IntegerModel
+    from qconvert.schema.reader import read_model
+
+    data = (REAL / "tflite_micro" / "dp_net.tflite").read_bytes()
+    info = read_model(data)
+    rng = np.random.default_rng(0)
+    samples = {info.tensors[i].name: rng.uniform(-0.01, 0.01, (8, *info.tensors[i].shape[1:])).astype(np.float32)
+               for i in info.inputs}
+    ours = convert_graph(data, calibration_data=samples).model
+    assert not oracle.float_tensors(ours)
+    ops = [o.builtin for o in read_model(ours).operators]
+    assert {"EXP", "LOG", "SQRT", "DIV"} <= set(ops) and "POW" not in ops
+    # the calibration samples, quantized as the file's inputs say
+    feeds = {}
+    for d in oracle.io_details(ours)["inputs"]:
+        (s, z), x = d["quant"], samples[d["name"]]
+        feeds[d["name"]] = np.clip(np.round(x / s + z), -128, 127).astype(np.int8)
+    for k in range(4):  # LiteRT REF and `qconvert run` stop at the same DIV, or give the same outputs
+        one = {name: x[k:k + 1] for name, x in feeds.items()}
+        try:
+            expected = oracle.run_litert(ours, one)
+        except RuntimeError as exc:
+            assert "DIV" in str(exc)
+            with pytest.raises(RunError, match="DIV .*a divisor equal to its zero point"):
+                IntegerModel(ours).run(one)
+            continue
+        for a, b in zip(IntegerModel(ours).run(one).values(), expected):
+            np.testing.assert_array_equal(np.asarray(a), b)
+    outputs = [info.tensors[i].name for i in info.outputs if "truediv" not in info.tensors[i].name]
+    assert len(outputs) == 3
+    cut = convert_graph(data, calibration_data=samples, outputs=outputs).model
+    assert not oracle.float_tensors(cut)
+    first = {name: x[:1] for name, x in feeds.items()}
+    expected = oracle.run_litert(cut, first)
+    got = list(IntegerModel(cut).run(first).values())
+    assert len(got) == len(expected) == 3
+    for a, b in zip(got, expected):
+        np.testing.assert_array_equal(np.asarray(a), b)
+    oracle.assert_run_equals_litert(cut, n=1)
+
+
 def test_compare_takes_the_float_file(tmp_path: Path) -> None:
     """`qconvert compare model.tflite model_quant.tflite`: every int8 op against the float file's tensor,
     with the float side computed from the .tflite as from the .pb it came from."""
@@ -558,17 +612,17 @@ def test_int4_weights_from_the_float_file_equal_the_frozen_graphs(name: str, mon
 # --- POW (older converters wrote tf.pow(x, 2) as POW: TFLite Micro's dp_net)
 
 
-def _pow_graph(exponent: float):  # type: ignore[no-untyped-def]
+def _pow_graph(exponent: float, absolute: bool = False):  # type: ignore[no-untyped-def]
     import oracle
 
     g = tf.Graph()
     with g.as_default():
         x = tf.compat.v1.placeholder(tf.float32, [1, 8], name="input")
-        tf.identity(tf.pow(x * 1.5, exponent), name="out")
+        tf.identity(tf.pow((tf.abs(x) if absolute else x) * 1.5, exponent), name="out")
     return oracle.FloatGraph(g.as_graph_def().SerializeToString(), ["input"], ["out"], {"input": [1, 8]})
 
 
-def _pow_file(exponent: float) -> bytes:
+def _pow_file(exponent: float, absolute: bool = False) -> bytes:
     """A float file with POW(x, exponent): TensorFlow 2.21 writes tf.pow(x, 3) as POW (x**2 as MUL, x**0.5
     as SQRT), so the POW of x**3 gets the exponent wanted."""
     import oracle
@@ -580,7 +634,7 @@ def _pow_file(exponent: float) -> bytes:
                     and np.frombuffer(bytes(buf.data), np.float32)[0] == 3.0:
                 buf.data = np.frombuffer(np.float32(exponent).tobytes(), np.uint8)
 
-    flt = oracle.tf_float_convert(_pow_graph(3.0))
+    flt = oracle.tf_float_convert(_pow_graph(3.0, absolute))
     assert "POW" in oracle.op_names(flt)
     return oracle.repack(flt, set_exponent)
 
@@ -599,6 +653,23 @@ def test_pow_of_2_is_tensorflows_mul(monkeypatch: pytest.MonkeyPatch) -> None:
     stats, calibrated = oracle.tf_calibration_statistics(model, samples)
     assert not oracle.use_tensorflows_statistics(monkeypatch, stats, calibrated, samples)
     ours = convert_graph(_pow_file(2.0), calibration_data=samples).model
+    _assert_tensorflows_file(ours, theirs, samples, ["input"])
+
+
+def test_pow_of_half_is_tensorflows_sqrt(monkeypatch: pytest.MonkeyPatch) -> None:
+    """TensorFlow 2.21 converts tf.pow(x, 0.5) to SQRT (int8 v2, measured); a float file's POW(x, 0.5)
+    (TOCO wrote it so: dp_net) gives TensorFlow's int8 file of that graph, given its ranges."""
+    import oracle
+
+    from qconvert.api import convert_graph
+
+    model = _pow_graph(0.5, absolute=True)
+    samples = {"input": np.random.default_rng(0).uniform(-1, 1, (16, 8)).astype(np.float32)}
+    theirs = oracle.tf_ptq_convert(model, samples)
+    assert "SQRT" in oracle.op_names(theirs) and "POW" not in oracle.op_names(theirs)
+    stats, calibrated = oracle.tf_calibration_statistics(model, samples)
+    assert not oracle.use_tensorflows_statistics(monkeypatch, stats, calibrated, samples)
+    ours = convert_graph(_pow_file(0.5, absolute=True), calibration_data=samples).model
     _assert_tensorflows_file(ours, theirs, samples, ["input"])
 
 

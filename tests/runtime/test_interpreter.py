@@ -597,13 +597,16 @@ def _one_op_16x8() -> dict[str, Callable[[Any], Any]]:
         "TANH": lambda x: tf.tanh(x * 3.0),
         "SOFTMAX": lambda x: tf.nn.softmax(x * 3.0),
         "ABS": lambda x: tf.abs(x - tf.constant(c)),
+        "EXP": lambda x: tf.exp(x * 2.0),
+        "LOG": lambda x: tf.math.log(tf.abs(x) + 0.05),
     }
 
 
 @pytest.mark.parametrize("op", ["LEAKY_RELU", "RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR", "STRIDED_SLICE", "SLICE",
                                 "TRANSPOSE", "SPLIT", "UNPACK", "PACK", "GATHER", "REDUCE_MAX", "MINIMUM", "MAXIMUM",
                                 "MUL", "MAX_POOL_2D", "AVERAGE_POOL_2D", "RELU", "MEAN", "PAD", "TRANSPOSE_CONV",
-                                "CONV_2D", "CONCATENATION", "LOGISTIC", "TANH", "SOFTMAX", "ABS"])
+                                "CONV_2D", "CONCATENATION", "LOGISTIC", "TANH", "SOFTMAX", "ABS", "EXP",
+                                "LOG"])
 def test_16x8_one_op_every_tensor_equals_litert(op: str) -> None:
     from qconvert.api import convert_graph
 
