@@ -402,7 +402,8 @@ def _op_node(v: _Vertex, lay: Layout, o: _Op) -> str:
     w, h = v.width, v.height
     title = (f"#{o.index} {o.op.builtin} ({o.prec})\n{o.name}\nend to end {_fmt(e2e)}, op alone {_fmt(local)}"
              if r else f"#{o.index} {o.op.builtin} ({o.prec})\n{o.name}\nnot measured")
-    out = [f'<g class="{cls}" id="n{o.index}" data-i="{o.index}" data-cl="{fill_l}" data-ce="{fill_e}" '
+    rank = f' data-rank="{o.worst}"' if o.worst else ""
+    out = [f'<g class="{cls}" id="n{o.index}" data-i="{o.index}"{rank} data-cl="{fill_l}" data-ce="{fill_e}" '
            f'transform="translate({x:.1f},{y:.1f})"><title>{html.escape(title)}</title>']
     if kind == "int16":  # a double border: 16x8
         out.append(f'<rect class="outer" x="-4" y="-4" width="{w + 8:.0f}" height="{h + 8:.0f}" rx="8"/>')
@@ -540,7 +541,7 @@ def _details(ops: list[_Op]) -> str:
     data = {}
     for o in ops:
         d = o.row.as_dict() if o.row else {}
-        data[o.index] = {"op": o.op.builtin, "prec": o.prec, "name": o.name, "consts": o.consts,
+        data[o.index] = {"op": o.op.builtin, "prec": {"int16": "16x8 (int16 activations)"}.get(o.prec, o.prec), "name": o.name, "consts": o.consts,
                          **{k: d.get(k) for k in ("shape", "snr_db", "local_snr_db", "cosine", "max_abs_error",
                                                   "max_error_lsb", "mean_error_lsb", "mean_abs_error_lsb",
                                                   "scale", "zero_point")}}
@@ -724,7 +725,7 @@ document.querySelectorAll('table.sortable').forEach(function(t){
    if(num){var p=x.dataset.v===''?Infinity:+x.dataset.v,q=y.dataset.v===''?Infinity:+y.dataset.v;r=p-q;}
    else r=x.textContent.localeCompare(y.textContent);return asc?r:-r;});
   rs.forEach(function(r){tb.appendChild(r)});});});});
-var w=document.querySelector('.node.worst');if(w)select(w.dataset.i,false);
+var w=document.querySelector('.node[data-rank="1"]');if(w)select(w.dataset.i,false);
 var first=svg.querySelector('.io');if(first&&W>box.clientWidth){var m=first.transform.baseVal.consolidate().matrix;
  box.scrollLeft=m.e+first.getBBox().width/2-box.clientWidth/2;}
 document.documentElement.setAttribute('data-qc-ready',String(nodes.length));
@@ -736,7 +737,7 @@ _PAGE = """<!DOCTYPE html>
 <title>{title}</title><style>{css}</style></head>
 <body>
 <header><h1>{title}</h1>
-<div class="facts"><span>float model <b>{model}</b></span><span>int8 file <b>{tflite}</b></span>
+<div class="facts"><span>float model <b>{model}</b></span><span>quantized file <b>{tflite}</b></span>
 <span>reference: {reference}</span><span>int side: {engine}</span><span><b>{samples}</b> sample(s)</span></div>
 <div class="facts"><span class="big">output SNR {out_snr}</span><span class="big">lowest layer SNR <b>{min_snr}</b></span>
 <span>{n_ops} ops: {prec_text}</span><span>{n_rows} measured</span></div>

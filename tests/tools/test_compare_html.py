@@ -353,12 +353,14 @@ def test_the_report_runs_in_headless_chromium(bad: tuple[Path, Path, Path], tmp_
     _browser()
     pb, tfl, data = bad
     page = tmp_path / "report.html"
-    compare_html.write_html(compare(pb, tfl, data), str(page))
+    report = compare(pb, tfl, data)
+    compare_html.write_html(report, str(page))
     n_ops = len(_litert_ops(tfl))
     dom = _chromium(browser_tmp, "--virtual-time-budget=5000", "--dump-dom", page.as_uri())
     assert dom.returncode == 0, dom.stderr[-2000:]
     assert f'data-qc-ready="{n_ops}"' in dom.stdout, dom.stdout[:300]
-    assert 'class="node k-int8 worst sel"' in dom.stdout  # the script selected the worst op
+    selected = re.findall(r'<g class="node [^"]*\bsel\b[^"]*" id="n(\d+)"', dom.stdout)
+    assert selected == [str(report.worst(1)[0].index)]  # the script selected the worst op
     assert "<td>SNR op alone</td>" in dom.stdout  # and filled the side panel
     png = tmp_path / "report.png"
     shot = _chromium(browser_tmp, f"--screenshot={png}", "--window-size=1400,1000", page.as_uri())
