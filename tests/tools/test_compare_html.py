@@ -271,6 +271,25 @@ def test_model_explorer_node_data_is_keyed_by_operator_index(bad: tuple[Path, Pa
     assert values == sorted(values) and all(re.fullmatch(r"#[0-9a-f]{6}", t["bgColor"]) for t in doc["thresholds"])
 
 
+def test_model_explorers_own_adapter_numbers_the_nodes_so(bad: tuple[Path, Path, Path]) -> None:
+    """Model Explorer's .tflite adapter (pip package ai-edge-model-explorer-adapter) gives the
+    node of operator k the id "k", labelled with its builtin, its first output's tensor_name the
+    tensor we measure: the node data keys land on the right boxes."""
+    adapter = pytest.importorskip("ai_edge_model_explorer_adapter",
+                                  reason="pip install ai-edge-model-explorer-adapter to check the node ids")
+    from qconvert.tools.compare import compare
+
+    pb, tfl, data = bad
+    graph = json.loads(adapter.ConvertFlatbufferDirectlyToJson(adapter.VisualizeConfig(), str(tfl)))
+    nodes = {n["id"]: n for n in graph[0]["subgraphs"][0]["nodes"]}
+    report = compare(pb, tfl, data)
+    for key in compare_html.model_explorer(report)["results"]:
+        row = next(r for r in report.rows if str(r.index) == key)
+        node = nodes[key]
+        names = [dict((a["key"], a["value"]) for a in m["attrs"]).get("tensor_name") for m in node["outputsMetadata"]]
+        assert node["label"].upper() == row.op and names[0] == row.tensor, (key, node["label"], names, row.tensor)
+
+
 def test_mixed_precision_is_drawn_from_the_files_tensor_types(
         tensorflow_files: tuple[Path, Path, Path, Path]) -> None:
     """TensorFlow's file with FULLY_CONNECTED denylisted: that op is drawn float, the
