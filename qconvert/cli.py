@@ -353,6 +353,11 @@ def check(model: str, targets: tuple[str, ...], as_json: bool, n_inputs: int, se
 @click.option("--json", "as_json", is_flag=True, help="One JSON document instead of the table.")
 @click.option("--plot", "plot_path", type=click.Path(path_type=str), metavar="REPORT.png",
               help="Write a PNG of the SNR per layer, worst layers in red (needs matplotlib).")
+@click.option("--html", "html_path", type=click.Path(path_type=str), metavar="REPORT.html",
+              help="Write one self-contained HTML report: the SNR chart, the graph coloured by error and "
+                   "marked by precision, the tables (docs/compare.md).")
+@click.option("--model-explorer", "explorer_path", type=click.Path(path_type=str), metavar="FILE.json",
+              help="Write each op's SNR as Model Explorer node data (keyed by node id = operator index).")
 @click.option("--fail-below-snr", "fail_below", type=float, metavar="DB",
               help="Exit 1 when any layer's end-to-end SNR is below DB (a CI gate).")
 @click.option("--fake-quant", is_flag=True, help="Keep the .pb's FakeQuants in the float reference.")
@@ -363,7 +368,7 @@ def check(model: str, targets: tuple[str, ...], as_json: bool, n_inputs: int, se
               help="Whose integer arithmetic runs the .tflite (as qconvert run --runtime).")
 @click.option("--debug", is_flag=True, help="Show a traceback on errors.")
 def compare(model: str, tflite: str, data: str, samples: int | None, seed: int, as_json: bool,
-            plot_path: str | None, fail_below: float | None, fake_quant: bool, inputs: tuple[str, ...],
+            plot_path: str | None, html_path: str | None, explorer_path: str | None, fail_below: float | None, fake_quant: bool, inputs: tuple[str, ...],
             outputs: tuple[str, ...], shapes: tuple[str, ...], runtime: str, debug: bool) -> None:
     """Per-layer error of MODEL.tflite against the float MODEL.pb on the same data.
 
@@ -385,9 +390,17 @@ def compare(model: str, tflite: str, data: str, samples: int | None, seed: int, 
         doc = report.as_dict()
         if plot_path:
             cmp.plot(report, plot_path)
+        if html_path or explorer_path:
+            from qconvert.tools import compare_html
+
+            if html_path:
+                compare_html.write_html(report, html_path)
+            if explorer_path:
+                compare_html.write_model_explorer(report, explorer_path)
         click.echo(json.dumps(doc, indent=1) if as_json else cmp.render_text(report), nl=as_json)
-        if plot_path and not as_json:
-            click.echo(f"wrote {plot_path}")
+        for written in (plot_path, html_path, explorer_path):
+            if written and not as_json:
+                click.echo(f"wrote {written}")
         if fail_below is not None:
             problem = report.gate(fail_below)
             if problem:

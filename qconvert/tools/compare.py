@@ -331,7 +331,7 @@ def compare(pb: str | os.PathLike, tflite: str | os.PathLike, data: str | os.Pat
 
         def record(name: str, value: np.ndarray) -> None:
             if name in wanted:
-                ref[name] = value[0]
+                ref[name] = value  # the whole tensor: its leading dimension is not always the batch (windows, heads)
 
         executor.run(graph, {name: feed[name] for name in graph.inputs}, record=record, fake_quant=fake_quant)
         int_feeds = {tensors[i].name: feed[name] for i, name in zip(model.model.inputs, graph.inputs)}

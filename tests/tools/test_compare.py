@@ -188,3 +188,51 @@ def test_samples_are_read_one_at_a_time(good: tuple[Path, Path, Path], monkeypat
     monkeypatch.setattr(samples_module.Samples, "read_all", lambda self: pytest.fail("read every sample at once"))
     after = compare(*good, samples=5).as_dict()
     assert sizes == [1] and after["samples"] == 5 and after["tensors"]
+
+
+def test_a_tensor_whose_leading_dimension_is_not_the_batch(tmp_path: Path) -> None:
+    """Windows and heads put more than 1 in a tensor's first dimension at batch 1 (TinyViT's
+    [16,1,1,128]): compare measures the whole tensor (it used to take its first row and fail to
+    reshape it, so no report at all for such models). Oracle: TensorFlow runs the float graph;
+    the int8 side is LiteRT REF's, dequantized; the SNR formula is written out here."""
+    import tensorflow as tf
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    rng = np.random.default_rng(0)
+    w = rng.normal(0, 0.3, (1, 1, 4, 8)).astype(np.float32)
+    with tf.Graph().as_default() as g:
+        x = tf.compat.v1.placeholder(tf.float32, (1, 4, 16), name="input")
+        windows = tf.reshape(x, (4, 1, 4, 4), name="windows")  # 4 windows at batch 1
+        y = tf.nn.relu(tf.nn.conv2d(windows, tf.constant(w), 1, "VALID"), name="dense")  # [4, 1, 4, 8]
+        tf.reshape(y, (1, 128), name="output")
+        gd = g.as_graph_def()
+    samples = rng.uniform(-1, 1, (8, 1, 4, 16)).astype(np.float32)
+    pb, tfl, data = tmp_path / "m.pb", tmp_path / "m.tflite", tmp_path / "x.npz"
+    pb.write_bytes(gd.SerializeToString())
+    np.savez(data, input=samples[:, 0])
+    r = subprocess.run([sys.executable, "-m", "qconvert", "convert", str(pb), "--calibration-data", str(data),
+                        "-o", str(tfl)], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    report = compare(pb, tfl, data)
+    rows = {r.tensor: r for r in report.rows}
+    dense = next(r for r in report.rows if r.shape == (4, 1, 4, 8))
+    assert len(rows) >= 2 and dense.e2e.count == 8 * 128
+
+    with tf.compat.v1.Session(graph=g) as sess:
+        f = np.stack([sess.run("dense:0", {"input:0": s}) for s in samples])
+    it = Interpreter(model_path=str(tfl), experimental_op_resolver_type=OpResolverType.BUILTIN_REF,
+                     experimental_preserve_all_tensors=True)
+    it.allocate_tensors()
+    i = it.get_input_details()[0]
+    t = next(d for d in it.get_tensor_details() if d["name"] == dense.tensor)
+    (si, zi), (st, zt) = i["quantization"], t["quantization"]
+    q = []
+    for s in samples:
+        v = s / np.float32(si)
+        it.set_tensor(i["index"], np.clip(np.where(v >= 0, np.floor(v + 0.5), np.ceil(v - 0.5)) + zi,
+                                          -128, 127).astype(np.int8))
+        it.invoke()
+        q.append((it.get_tensor(t["index"]).astype(np.float64) - zt) * st)
+    q = np.stack(q)
+    expected = 10 * math.log10(float((f.astype(np.float64) ** 2).sum()) / float(((f - q) ** 2).sum()))
+    assert abs(dense.e2e.snr_db() - expected) < 0.05, (dense.e2e.snr_db(), expected)
