@@ -193,3 +193,26 @@ def test_manifest_and_library(pb: bytes, tmp_path: Path) -> None:
     assert r.exit_code == 0, r.output
     assert (tmp_path / "batch.tflite").read_bytes() == api.model
     assert plp._precision_of_ops(api.model)["model/dense_1/BiasAdd"] == ("FULLY_CONNECTED", "int16")
+
+
+@pytest.mark.parametrize("pattern", [WIDE, "^FULLY_CONNECTED$"])
+def test_qconvert_run_executes_the_mixed_file_as_litert_ref(pb: bytes, pattern: str) -> None:
+    """`qconvert run`'s int8 and int16 kernels and its QUANTIZE int8 <-> int16 give LiteRT REF's outputs
+    to the bit, on random int8 inputs over the whole range."""
+    ours, _ = plp._ours(pb, int16=[pattern])
+    oracle.assert_run_equals_litert(ours, n=16)
+
+
+def test_compare_takes_the_mixed_file(pb: bytes) -> None:
+    """`compare` runs it with qconvert's integer executor (not the LiteRT fallback) and reports the
+    int16 tensors with the int8 ones."""
+    from qconvert.tools.compare import compare
+
+    with __import__("tempfile").TemporaryDirectory() as tmp:
+        ours, _ = plp._ours(pb, int16=[WIDE])
+        (Path(tmp) / "m.pb").write_bytes(pb)
+        (Path(tmp) / "m.tflite").write_bytes(ours)
+        report = compare(Path(tmp) / "m.pb", Path(tmp) / "m.tflite", {"input": plp.HELD_OUT[:8]})
+    assert report.engine == "integer executor", report.engine
+    tensors = {r.tensor for r in report.rows}
+    assert {"model/dense_1/BiasAdd", "model/activation/Tanh"} <= tensors, tensors
