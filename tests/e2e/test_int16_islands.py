@@ -216,3 +216,23 @@ def test_compare_takes_the_mixed_file(pb: bytes) -> None:
     assert report.engine == "integer executor", report.engine
     tensors = {r.tensor for r in report.rows}
     assert {"model/dense_1/BiasAdd", "model/activation/Tanh"} <= tensors, tensors
+
+
+@pytest.mark.parametrize("flag, npu", [("int16", "6/6 ops on the NPU"), ("keep_float", "2/6 ops on the NPU")])
+def test_check_says_which_targets_run_a_mixed_file(pb: bytes, tmp_path: Path, flag: str, npu: str) -> None:
+    """Measured by the tools themselves: TFLite Micro runs both mixed files (int16 FULLY_CONNECTED and
+    TANH, QUANTIZE int8 <-> int16, and float FULLY_CONNECTED/TANH with DEQUANTIZE/QUANTIZE); Vela puts the
+    16x8 island on the Ethos-U55 NPU, the float island's four ops (DEQUANTIZE, the float ops, QUANTIZE)
+    on the CPU."""
+    pytest.importorskip("tflite_micro", reason="TFLite Micro's interpreter runs the file")
+    pytest.importorskip("ethosu.vela", reason="Vela compiles the file")
+    from click.testing import CliRunner
+
+    from qconvert.cli import cli
+
+    ours, _ = plp._ours(pb, **{flag: [WIDE]})
+    (tmp_path / "m.tflite").write_bytes(ours)
+    r = CliRunner().invoke(cli, ["check", str(tmp_path / "m.tflite"), "--target", "tflm", "--target", "ethos-u55-128"])
+    lines = {ln.split()[0]: ln for ln in r.output.splitlines() if ln.startswith("  ") and len(ln.split()) > 2}
+    assert " runs " in lines["tflm"], r.output
+    assert npu in lines["ethos-u55-128"], r.output
