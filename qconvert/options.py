@@ -470,6 +470,11 @@ class PrecisionOptions:
              "SOFTMAX) in float32, inside an int8 model (repeatable). A tensor-name match keeps that tensor float: "
              "its producer and every op reading it; DEQUANTIZE/QUANTIZE at the boundary, each reported "
              "(docs/converting.md). A pattern that matches no op is an error.")
+    int16: tuple[str, ...] = option(
+        (), PATTERNS, flag="--int16",
+        help="Make the ops this Python regex finds (the --keep-float rule) 16x8 inside an int8 model (repeatable): "
+             "int16 activations from their calibrated ranges, int8 weights, int64 biases, as TensorFlow's 16x8 mode "
+             "writes each op; QUANTIZE int8<->int16 at the boundary, each reported. Needs --calibration-data.")
     allow_custom_ops: bool = option(
         False, _flag(),
         help="Write ops qconvert does not know (e.g. TFLite_Detection_PostProcess) as TFLite CUSTOM ops: custom code "
@@ -667,6 +672,8 @@ def _check(o: ConvertOptions) -> None:
                else f"--activations {p.activations}: float islands are built inside int8 models only"
                if p.activations != "int8" else "--inference-type uint8: float islands are built inside int8 models only")
         raise UsageError(f"--keep-float with {why}; drop one of the two")
+    if p.int16:
+        _check_int16(o, has_data)
     if p.inference_type == "uint8":
         _check_uint8(o)
     if p.block_size is not None:
@@ -680,6 +687,24 @@ def _check(o: ConvertOptions) -> None:
         if has_data or c.ranges_file is not None:
             raise UsageError("--block-size keeps activations float (dynamic range): drop --calibration-data and "
                              "--ranges-file, or drop --block-size for int8 activations with int4 weights")
+
+
+def _check_int16(o: ConvertOptions, has_data: bool) -> None:
+    """--int16 PATTERN: 16x8 islands in an int8 model calibrated here."""
+    c, p = o.calibration, o.precision
+    both = [x for x in p.int16 if x in p.keep_float]
+    if both:
+        raise UsageError(f"--int16 '{both[0]}' and --keep-float '{both[0]}': one precision per pattern; drop one")
+    if p.dynamic_range or p.activations != "int8" or p.inference_type != "int8":
+        why = (f"{p.dynamic_range_flag} keeps every activation float" if p.dynamic_range
+               else f"--activations {p.activations}: int16 islands are built inside int8 models"
+               if p.activations != "int8" else "--inference-type uint8: int16 islands are built inside int8 models")
+        raise UsageError(f"--int16 with {why}; drop one of the two")
+    if not has_data and c.ranges_file is None:
+        raise UsageError("--int16 gives int16 tensors the parameters of their calibrated ranges (TensorFlow's 16x8 "
+                         "mode): it needs --calibration-data, --stats or --ranges-file")
+    if p.weights != "int8":
+        raise UsageError(f"--int16 with --weights {p.weights}: a 16x8 op has int8 weights; drop one of the two")
 
 
 def _check_uint8(o: ConvertOptions) -> None:

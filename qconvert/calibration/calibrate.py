@@ -41,6 +41,7 @@ if TYPE_CHECKING:  # the samples, the executor and the statistics load only when
     from qconvert.calibration.stats import Stats
 from qconvert.errors import ConversionError
 from qconvert.ir import Graph
+from qconvert.calibration.precision import choose_int16_ops, int16_boundaries
 from qconvert.ir.passes import Context, Origin
 from qconvert.ir.qdq import insert_qdq_after, is_quantize
 from qconvert.ops import Rule, float_operands, pool_fill, row
@@ -413,6 +414,7 @@ def calibrate(graph: Graph, ctx: Context) -> bool:
         raise ConversionError(f"--ranges-file names tensor '{unknown[0]}', which the graph does not have{hint}")
     if names:  # a graph whose every range comes from FakeQuants stays on the QAT arithmetic
         ctx.legacy_float_scale = True  # TensorFlow's post-training quantizer (mlir_quantize)
+    choose_int16_ops(graph, ctx)
     t0 = time.perf_counter()
     stats = record_ranges(graph, calib, names) if calib.has_data else {}
     seconds = time.perf_counter() - t0
@@ -428,7 +430,7 @@ def calibrate(graph: Graph, ctx: Context) -> bool:
         if name in states:
             continue
         if name not in by_hand and name in kept:
-            insert_qdq_after(graph, name, calibrated_range_params(*kept[name], num_bits=ctx.activation_bits),
+            insert_qdq_after(graph, name, calibrated_range_params(*kept[name], num_bits=ctx.bits(graph.producer(name))),
                              Origin.CALIBRATION)
     for name, (lo, hi) in by_hand.items():
         if not hi >= lo:
@@ -439,8 +441,9 @@ def calibrate(graph: Graph, ctx: Context) -> bool:
             why = ("is a constant (weights and biases get their parameters from their values)"
                    if graph.is_const(name) else "already has a range (a FakeQuant or --inputs-range)")
             raise ConversionError(f"--ranges-file: tensor '{name}' {why}; remove it from the file")
-        insert_qdq_after(graph, name, calibrated_range_params(lo, hi, num_bits=ctx.activation_bits),
+        insert_qdq_after(graph, name, calibrated_range_params(lo, hi, num_bits=ctx.bits(graph.producer(name))),
                          Origin.RANGES_FILE)
+    int16_boundaries(graph, ctx, {**stats, **kept, **by_hand})
     if calib.recorded is not None:
         where = f"{len(calib.options.stats)} statistics file(s), " if calib.options.stats else ""
         engine = f", {calib.engine_used.replace(':', ' engine:', 1) if ':' in calib.engine_used else calib.engine_used + ' engine'}" \

@@ -56,6 +56,7 @@ class Context:
     legacy_float_scale: bool = False  # post-training quantization: TF's float32 scale arithmetic
     requant: list[Any] = field(default_factory=list)  # quant.requant.Requant records, for the writer
     qat16: bool = False  # the graph's activation FakeQuants are 16-bit (set by the inputs stage)
+    int16_ops: set[Node] = field(default_factory=set)  # --int16: the ops made 16x8 in an int8 model
 
     def note(self, text: str) -> None:
         self.notes.append(text)
@@ -64,6 +65,11 @@ class Context:
     def activation_bits(self) -> int:
         """16 under ``--activations int16`` (TensorFlow's 16x8 mode), else 8."""
         return 16 if self.qat16 or self.options.precision.activations == "int16" else 8
+
+    def bits(self, node: Node | None) -> int:
+        """The activation bits of ``node``: 16 for an op of a ``--int16`` island, else
+        :attr:`activation_bits` (``None``, a graph input's producer: the model's)."""
+        return 16 if node is not None and node in self.int16_ops else self.activation_bits
 
 
 Pass = Callable[[Graph, Context], bool]

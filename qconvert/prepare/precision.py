@@ -20,29 +20,11 @@ usage error naming it (a typo must not give a silent all-int8 model).
 
 from __future__ import annotations
 
-import re
-
+from qconvert.calibration.precision import choose_ops, readers
 from qconvert.errors import UsageError
 from qconvert.ir import Graph, Node
 from qconvert.ir.passes import Context, Origin
 from qconvert.ir.qdq import is_dequantize, is_quantize, origin_of
-from qconvert.ops import Rule, row
-
-
-def _compute(node: Node) -> bool:
-    r = row(node.op)
-    return r is not None and r.rule is not Rule.QUANT
-
-
-def _readers(graph: Graph, tensor: str) -> list[Node]:
-    """The compute ops reading ``tensor``, directly or through Q → DQ pairs (requantizes too)."""
-    out: list[Node] = []
-    for node in graph.consumers(tensor):
-        if is_quantize(node) or is_dequantize(node):
-            out += [n for n in _readers(graph, node.outputs[0]) if n not in out]
-        elif node not in out:
-            out.append(node)
-    return out
 
 
 def _source(graph: Graph, tensor: str) -> tuple[str, list[Node]]:
@@ -57,36 +39,15 @@ def _source(graph: Graph, tensor: str) -> tuple[str, list[Node]]:
         tensor = prod.inputs[0]  # type: ignore[union-attr]
 
 
-def choose_float_ops(graph: Graph, patterns: tuple[str, ...], flag: str = "--keep-float") -> dict[Node, str]:
-    """The ops the patterns keep float, in graph order, each with why (one clause)."""
-    chosen: dict[Node, str] = {}
-    unused = list(patterns)
-    for p in patterns:
-        rx = re.compile(p)
-        for node in graph.nodes:
-            if not _compute(node):
-                continue
-            if rx.search(node.op):
-                chosen.setdefault(node, f"{flag} '{p}' matches its op type")
-                unused = [u for u in unused if u != p]
-            for out in node.outputs:
-                if out and rx.search(out):
-                    chosen.setdefault(node, f"{flag} '{p}' matches its output '{out}'")
-                    unused = [u for u in unused if u != p]
-                    for reader in _readers(graph, out):
-                        chosen.setdefault(reader, f"it reads '{out}', which {flag} '{p}' keeps float")
-    if unused:
-        raise UsageError(f"{flag} '{unused[0]}' matches no op: a pattern is searched (re.search) in each op's "
-                         f"output tensor names and its op type (e.g. FULLY_CONNECTED); `qconvert dump` lists them")
-    order = {id(n): i for i, n in enumerate(graph.nodes)}
-    return dict(sorted(chosen.items(), key=lambda kv: order[id(kv[0])]))
-
-
 def keep_float(graph: Graph, ctx: Context) -> bool:
     patterns = ctx.options.precision.keep_float
     if not patterns:
         return False
-    chosen = choose_float_ops(graph, patterns)
+    chosen = choose_ops(graph, patterns, "--keep-float", "keeps float")
+    both = [n for n in chosen if n in ctx.int16_ops]
+    if both:
+        raise UsageError(f"{both[0].op} '{both[0].name}' is taken by --keep-float ({chosen[both[0]]}) and by --int16: "
+                         f"one precision per op; narrow one of the patterns")
     for node, why in chosen.items():
         ctx.float_ops.add(node)
         ctx.note(f"{node.op} '{node.name}' stays float32 ({why})")
@@ -134,8 +95,8 @@ def _report_boundaries(graph: Graph, ctx: Context, floats: list[Node]) -> None:
             if not qs or out in seen:
                 continue
             seen.add(out)
-            readers = [r for q in qs for r in _readers(graph, q.outputs[0])]
-            to = [f"{r.op} '{r.name}'" for r in readers[:3]] + (["..."] if len(readers) > 3 else [])
+            rs = [r for q in qs for r in readers(graph, q.outputs[0])]
+            to = [f"{r.op} '{r.name}'" for r in rs[:3]] + (["..."] if len(rs) > 3 else [])
             if any(dq.outputs[0] in graph.outputs for q in qs for dq in graph.consumers(q.outputs[0])):
                 to.append("the model output")
             to = ", ".join(to)

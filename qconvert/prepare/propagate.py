@@ -67,11 +67,11 @@ def weight_params(value: np.ndarray, axis: int | None, num_bits: int = 8) -> Qua
                                              num_bits=num_bits)
 
 
-def _toco_16x8(ctx: Context) -> bool:
+def _toco_16x8(ctx: Context, node: Node) -> bool:
     """TensorFlow 2.21 quantizes the weights of a 16x8 post-training conversion with its older
     quantizer (TOCO's ``quantize_model``), whose scales and bias adjustment differ from the int8
     quantizer's on tiny and dead channels."""
-    return ctx.activation_bits == 16 and ctx.legacy_float_scale
+    return ctx.bits(node) == 16 and ctx.legacy_float_scale
 
 
 def _weight_bits(node: Node, ctx: Context) -> int:
@@ -94,7 +94,7 @@ def _weight_axis(node: Node, ctx: Context) -> int | None:
     r = row(node.op)
     if not ctx.options.precision.per_tensor_weights:
         return 0 if r.weight_axis is None else r.weight_axis  # type: ignore[union-attr]
-    if ctx.activation_bits == 16 and not r.per_tensor16:  # type: ignore[union-attr]
+    if ctx.bits(node) == 16 and not r.per_tensor16:  # type: ignore[union-attr]
         raise ConversionError(
             f"{node.op} '{node.name}': --per-tensor-weights with int16 activations: TensorFlow 2.21's 16x8 quantizer "
             f"fails on per-tensor {node.op} weights (it takes them per channel only), so there is no file to match; "
@@ -166,7 +166,7 @@ def _weighted(graph: Graph, node: Node, ctx: Context) -> Touched | None:
         w = node.inputs[ws]
     if params_in(graph, w) is None and graph.is_const(w):
         bits, axis = _weight_bits(node, ctx), _weight_axis(node, ctx)
-        params = qm.weight_params_16x8(graph.const(w), axis) if bits == 8 and _toco_16x8(ctx) else \
+        params = qm.weight_params_16x8(graph.const(w), axis) if bits == 8 and _toco_16x8(ctx, node) else \
             weight_params(graph.const(w), axis, bits)
         insert_qdq_on_edge(graph, node, ws, params, Origin.WEIGHT_VALUES)
     elif ctx.options.precision.per_tensor_weights:
@@ -251,7 +251,7 @@ def _bias_fit(value: np.ndarray, bias: QuantParams, x: QuantParams, w: QuantPara
 
 def _fixed(graph: Graph, node: Node, ctx: Context) -> Touched | None:
     r = row(node.op)
-    if ctx.activation_bits == 16:
+    if ctx.bits(node) == 16:
         scale, zp = r.fixed16  # type: ignore[union-attr,misc]
         fixed = QuantParams((scale,), (zp,), qmin=-32768, qmax=32767, dtype="int16")
     else:
@@ -319,7 +319,7 @@ def _split_parts(graph: Graph, node: Node, ctx: Context) -> Touched | None:
 
 
 def _same_scale(graph: Graph, node: Node, ctx: Context) -> Touched | None:
-    if "_group" in node.attrs and ctx.activation_bits == 8:
+    if "_group" in node.attrs and ctx.bits(node) == 8:
         return _split_parts(graph, node, ctx)
     slots = float_operands(node.op, node.inputs)
     operands = [params_in(graph, node.inputs[i]) for i in slots]
@@ -331,7 +331,7 @@ def _same_scale(graph: Graph, node: Node, ctx: Context) -> Touched | None:
     # FakeQuant B gives conv → B → resize in TF, where a max pool keeps A + requantize).
     padded = operands + [None] * (len(node.inputs) - len(slots))
     chosen = _choose_same_scale(padded, [result])
-    if ctx.activation_bits == 16 and result is not None and result[1] and len(slots) > 1:
+    if ctx.bits(node) == 16 and result is not None and result[1] and len(slots) > 1:
         # 16x8: a concat keeps its inputs' ranges and requantizes each that differs to its own
         # (measured on TF 2.21: one QUANTIZE per differing input, read by the concat only). An
         # input whose range is still to come (a pool's, from its own input) is waited for, not
@@ -391,7 +391,7 @@ def _free(graph: Graph, node: Node, ctx: Context) -> Touched | None:
         if slot in weights and graph.is_const(name):  # PRELU's alpha: symmetric, per tensor
             insert_qdq_on_edge(graph, node, slot, weight_params(graph.const(name), None), Origin.WEIGHT)
         else:
-            _const_operand(graph, node, slot, ctx.legacy_float_scale, ctx.activation_bits)
+            _const_operand(graph, node, slot, ctx.legacy_float_scale, ctx.bits(node))
     return []
 
 

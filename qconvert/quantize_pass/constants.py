@@ -60,7 +60,8 @@ def quantize_constants(graph: Graph, ctx: Context) -> bool:
         params = out.quant
         if params.dtype == "int4" and not _int4_storage(graph, ctx, node):
             params = out.quant = dataclasses.replace(params, dtype="int8")
-        if ctx.activation_bits == 16 and params.dtype == "int8" and not _read_as_weight(graph, node):
+        bits16 = _read_in_16x8(graph, ctx, node)
+        if bits16 and params.dtype == "int8" and not _read_as_weight(graph, node):
             # 16x8: an element-wise op's operands are all int16; a FakeQuant'd int8 constant keeps its
             # grid in int16 storage (the int16 kernels take zero point 0)
             if set(params.zero_point) != {0}:
@@ -74,7 +75,7 @@ def quantize_constants(graph: Graph, ctx: Context) -> bool:
             bias = quantize_bias_legacy if ctx.legacy_float_scale else quantize_bias
             out.data = bias(value, params.scale if params.axis is not None else params.scale[0], params.dtype)
         else:
-            if ctx.legacy_float_scale and ctx.activation_bits == 16 and params.dtype == "int8" \
+            if ctx.legacy_float_scale and bits16 and params.dtype == "int8" \
                     and (params.qmin, params.qmax) == (-127, 127) and set(params.zero_point) == {0}:
                 out.data = quantize_weights_16x8(value, params)  # 16x8: TOCO's 127 / max|w| per channel
             else:
@@ -117,6 +118,11 @@ def _weight_slots(op: str) -> tuple[int, ...]:
     if r_ is None:
         return ()
     return (r_.operand_slots[1],) if r_.rule is Rule.WEIGHTED else r_.weight_slots
+
+
+def _read_in_16x8(graph: Graph, ctx: Context, quantize: Node) -> bool:
+    """Whether this constant is read by 16x8 ops (the whole model's mode, or a ``--int16`` island)."""
+    return ctx.activation_bits == 16 or any(ctx.bits(r) == 16 for r, _ in _readers(graph, quantize))
 
 
 def _read_as_weight(graph: Graph, quantize: Node) -> bool:

@@ -59,12 +59,12 @@ def assign_versions(graph: Graph, ctx: Context) -> bool:
 def int16_options(graph: Graph, ctx: Context) -> bool:
     """16x8: the options TensorFlow sets where int16 changes what the kernel does (the op table's
     ``int16_options``: INT64 biases, ADD/SUB with general scales instead of powers of two)."""
-    if ctx.activation_bits != 16:
+    if ctx.activation_bits != 16 and not ctx.int16_ops:
         return False
     changed = False
     for node in graph.nodes:
         r = row(node.op)
-        if r is not None and r.int16_options and node not in ctx.float_ops:
+        if r is not None and r.int16_options and node not in ctx.float_ops and ctx.bits(node) == 16:
             node.attrs.update(dict(r.int16_options))
             changed = True
     return changed

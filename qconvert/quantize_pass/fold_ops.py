@@ -95,7 +95,8 @@ def _fold_trivial_requantize(graph: Graph) -> bool:
         r = row(prod.op) if prod is not None else None
         if r is None or r.rule not in (Rule.FREE, Rule.WEIGHTED):
             continue
-        if len(graph.consumers(src)) != 1 or src in graph.outputs:
+        if len(graph.consumers(src)) != 1 or src in graph.outputs \
+                or graph.tensors[src].dtype != graph.tensors[node.outputs[0]].dtype:  # --int16's int8 <-> int16
             continue
         prod.outputs = [node.outputs[0]]
         dead.append(node)
