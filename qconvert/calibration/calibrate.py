@@ -422,9 +422,8 @@ def calibrate(graph: Graph, ctx: Context) -> bool:
         calib.recorded.save(calib.options.save_stats)
     kept = drop_redundant(graph, stats, ctx.activation_bits == 16)
     by_hand = dict(calib.ranges)
-    if ctx.activation_bits == 8:
-        _widen_for_kernels(graph, kept, ctx)
-        _widen_for_kernels(graph, by_hand, ctx)
+    _widen_for_kernels(graph, kept, ctx)
+    _widen_for_kernels(graph, by_hand, ctx)
     states = _state_ranges(graph, {**kept, **{n: r for n, r in by_hand.items() if n in names}}, stats, kept)
     for name in names:
         if name in states:
@@ -461,7 +460,7 @@ def _widen_for_kernels(graph: Graph, ranges: dict[str, tuple[float, float]], ctx
     ranges; TensorFlow writes them as they are (its file aborts LiteRT REF, measured)."""
     for node in graph.nodes:
         op_row = row(node.op)
-        if op_row is None or op_row.least_input_scale is None:
+        if op_row is None or op_row.least_input_scale is None or ctx.bits(node) != 8:
             continue
         least = op_row.least_input_scale(node.attrs)
         tensor = node.inputs[0]
