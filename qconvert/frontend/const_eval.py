@@ -75,8 +75,10 @@ CONST_EVAL: dict[str, Callable[[Any, Sequence[np.ndarray]], np.ndarray]] = {
     # a learned class token broadcast to the batch (tf.broadcast_to(token, [tf.shape(x)[0], 1, D]))
     "BroadcastTo": lambda node, v: np.broadcast_to(v[0], [int(d) for d in np.asarray(v[1]).reshape(-1)]),
 }
+# Like Shape, these need only their input's static shape and type: the value they fill it with.
+FILLED_LIKE = {"ZerosLike": 0, "OnesLike": 1}
 # Ops that exist only to compute constants: they must fold, or the graph is not supported.
-CONST_ONLY = {"Prod", "Min", "Cast", "FloorDiv", "Fill", "Shape", "Range", "BroadcastTo"}
+CONST_ONLY = {"Prod", "Min", "Cast", "FloorDiv", "Fill", "Shape", "Range", "BroadcastTo", *FILLED_LIKE}
 
 
 def evaluate(node: Any, values: Sequence[np.ndarray]) -> np.ndarray:

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from qconvert.errors import ConversionError, UsageError
-from qconvert.frontend.const_eval import CONST_EVAL, CONST_ONLY, evaluate, shape_of
+from qconvert.frontend.const_eval import CONST_EVAL, CONST_ONLY, FILLED_LIKE, evaluate, shape_of
 from qconvert.frontend.custom import add_custom, check_known_shape, custom_ports
 from qconvert.frontend.graphdef import RawNode
 from qconvert.frontend.tf_ops import (
@@ -288,6 +288,9 @@ def _value_now(graph: Graph, raw: RawNode, data_inputs: list[str]) -> np.ndarray
     """The value of a Shape, or of shape arithmetic on constants, folded while importing."""
     if raw.op == "Shape" and data_inputs:
         return shape_of(raw, graph.tensors[data_inputs[0]].shape)
+    if raw.op in FILLED_LIKE and data_inputs:  # zeros_like(x) at a static shape (GroupNorm's moments)
+        x = graph.tensors[data_inputs[0]]
+        return np.full(x.shape, FILLED_LIKE[raw.op], dtype=np.dtype(raw.attrs.get("T", x.dtype)))
     if raw.op in CONST_EVAL and data_inputs and all(graph.is_const(t) for t in data_inputs):
         return evaluate(raw, [graph.const(t) for t in data_inputs])
     return None

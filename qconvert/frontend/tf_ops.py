@@ -464,6 +464,7 @@ TF_OPS: dict[str, TfOp] = {
     "Sub": TfOp("SUB", shape_broadcast),
     "Mul": TfOp("MUL", shape_broadcast),
     "RealDiv": TfOp("MUL", shape_broadcast),
+    "DivNoNan": TfOp("MUL", shape_broadcast),
     "Neg": TfOp("MUL", shape_same),
     "SquaredDifference": TfOp("SQUARED_DIFFERENCE", shape_broadcast),
     "Rsqrt": TfOp("RSQRT", shape_same),

@@ -383,6 +383,23 @@ def real_div(graph: Graph, node: Node) -> None:
     node.op = "MUL"
 
 
+def div_no_nan(graph: Graph, node: Node) -> None:
+    """``div_no_nan(x, c)`` with a constant ``c`` (GroupNorm's ``weighted_moments``: x over the sum
+    of the weights, a constant at a fixed input size) ⇒ ``MUL(x, r)``, ``r = 1/c`` in float32 and
+    0 where ``c`` is 0, as TensorFlow 2.21 writes it (one MUL, measured on MobileViT_V2_050). An
+    activation divisor has no TFLite op that returns 0 for it: one line."""
+    c = graph.const(node.inputs[1])
+    if c is None or graph.is_const(node.inputs[0]):
+        raise ConversionError(f"node '{node.name}' (DivNoNan): its divisor '{node.inputs[1]}' is not a constant; "
+                              f"only x / constant converts (TFLite has no division that gives 0 for a zero divisor)")
+    c = np.asarray(c, np.float32)
+    with np.errstate(divide="ignore"):
+        r = np.where(c == 0, np.float32(0), np.float32(1) / c).astype(np.float32)
+    node.inputs[1] = graph.add_const(f"{node.name}/reciprocal", r)
+    node.attrs = {"fused_activation_function": "NONE"}
+    node.op = "MUL"
+
+
 def resize(op: str) -> Rewrite:
     """ResizeNearestNeighbor / ResizeBilinear ``(x, size)`` with their two flags."""
     def rewrite(graph: Graph, node: Node) -> None:
@@ -631,6 +648,7 @@ REWRITES: dict[str, Rewrite] = {
     "Sub": plain("SUB", fused_activation_function="NONE"),
     "Mul": plain("MUL", fused_activation_function="NONE"),
     "RealDiv": real_div,
+    "DivNoNan": div_no_nan,
     "Neg": neg,
     # parts of GELU's patterns (fuse_gelu, earlier in the stage, takes them): refused anywhere else
     "Erfc": pattern_only("GELU's 0.5·x·erfc(-x/√2)", _GELU_FIX),

@@ -50,6 +50,7 @@ pytest.importorskip("ai_edge_litert", reason="ai-edge-litert runs the converted 
 import oracle  # noqa: E402
 
 from qconvert.api import convert_graph  # noqa: E402
+from qconvert.errors import ConversionError  # noqa: E402
 from qconvert.schema.reader import read_model  # noqa: E402
 
 SHAPE = [1, 8, 8, 4]
@@ -106,6 +107,19 @@ def _div_activations(rng: np.random.Generator, x: object, act: str) -> object:
     return a / (tf.abs(x) + 0.5)
 
 
+def _group_norm_moments(rng: np.random.Generator, x: object, act: str) -> object:
+    """kcam's GroupNorm statistics: ``tf.nn.weighted_moments`` with unit frequency weights, whose
+    ``div_no_nan`` divides by the weights' sum (a constant at a fixed input size, through
+    ``zeros_like``); ``act == "5d"``: on the [B, H, W, G, C/G] view kcam takes."""
+    c = SHAPE[-1]
+    t = tf.reshape(x, [1, SHAPE[1], SHAPE[2], 2, c // 2]) if act == "5d" else x
+    axes = [1, 2, 4] if act == "5d" else [1, 2]
+    ones = tf.constant(np.ones([1] * len(t.shape), np.float32))
+    mean, var = tf.nn.weighted_moments(t, axes, ones, keepdims=True)
+    y = (t - mean) * tf.math.rsqrt(var + 1e-5)
+    return tf.reshape(y, SHAPE) if act == "5d" else y
+
+
 CASES = {
     "layer-scale": (_layer_scale, "none"),
     "layer-scale-relu": (_layer_scale, "relu"),
@@ -116,6 +130,7 @@ CASES = {
     "div-linear-attention": (_div_linear_attention, "none"),
     "div-activations": (_div_activations, "none"),
     "div-sum-over-size-one": (_sum_over_size_one, "none"),
+    "div-no-nan-group-norm-moments": (_group_norm_moments, "4d"),
 }
 
 
@@ -173,6 +188,8 @@ def test_pattern_as_tensorflow_writes_it(name: str, monkeypatch: pytest.MonkeyPa
     assert _ops(ours) == _ops(theirs)
     if name.startswith("layer-scale"):
         assert "MUL" not in {b for b, _ in _ops(ours)}  # γ is in the convolution's weights
+    elif name == "div-no-nan-group-norm-moments":
+        assert "DIV" not in {b for b, _ in _ops(ours)}  # div_no_nan by the constant weight sum: a MUL
     elif name.startswith("div"):
         assert ("DIV", 1) in _ops(ours) and (name != "div-sum-over-size-one" or "SUM" not in {b for b, _ in _ops(ours)})
         if name == "div-activations":  # (LiteRT's int8 SUM, in the other, is not run's: a separate matter)
@@ -505,3 +522,75 @@ def test_fully_connected_keeps_dimensions_before_reshape_as_tensorflow_writes_it
 
     assert fc(ours) == fc(theirs)
     _assert_tensorflows_file(ours, theirs, samples)
+
+
+def test_group_norm_moments_on_a_5d_view_fully_int8_where_tensorflow_leaves_square_float(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """On kcam's 5-D [B, H, W, G, C/G] view (MobileViT_V2's GroupNorm), TensorFlow 2.21 writes the
+    moments' SquaredDifference as SUB + a float SQUARE between DEQUANTIZE and QUANTIZE (measured
+    on MobileViT_V2_050 too: 21 float SQUAREs); qconvert writes one int8 SQUARED_DIFFERENCE. Given
+    TensorFlow's ranges the outputs are 0 LSB apart; with our own calibration the error against the
+    float graph is no worse than TensorFlow's file's."""
+    model = _graph_of(_group_norm_moments, "5d")
+    samples = _samples(model)
+    theirs = oracle.tf_ptq_convert(model, samples)
+    assert ("SQUARE", 1) in _ops(theirs) and oracle.float_tensors(theirs)
+    ours = _ours_given_tensorflows_ranges(model, samples, monkeypatch)
+    assert not oracle.float_tensors(ours) and "SQUARED_DIFFERENCE" in {b for b, _ in _ops(ours)}
+    report = oracle.compare_ptq(ours, theirs, samples, ["x"])
+    assert report.max_lsb == 0 and not report.weight_diffs, report
+    monkeypatch.undo()
+    own = convert_graph(model.graph_def, inputs=["x"], outputs=["out"], calibration_data=samples).model
+    held = {"x": np.random.default_rng(9).uniform(-1, 1, (16, *SHAPE[1:])).astype(np.float32)}
+    want = _float_outputs(model, held["x"])
+    err = {k: _rms_error(f, held["x"], want) for k, f in (("ours", own), ("tf", theirs))}
+    assert err["ours"] <= err["tf"] * 1.01, err
+
+
+def _graph_of(build: Callable, act: str) -> oracle.FloatGraph:
+    return _float_graph(lambda x: build(np.random.default_rng(0), x, act), SHAPE)
+
+
+def _float_outputs(model: oracle.FloatGraph, xs: np.ndarray) -> np.ndarray:
+    g = tf.Graph()
+    with g.as_default():
+        tf.compat.v1.import_graph_def(tf.compat.v1.GraphDef.FromString(model.graph_def), name="")
+    with tf.compat.v1.Session(graph=g) as sess:
+        return np.stack([sess.run("out:0", {"x:0": xs[i:i + 1]}) for i in range(len(xs))]).astype(np.float64)
+
+
+def _rms_error(tflite: bytes, xs: np.ndarray, want: np.ndarray) -> float:
+    """RMS of the dequantized output's error in LiteRT REF over the RMS of the float output."""
+    it = oracle._interpreter(tflite)
+    i, o = it.get_input_details()[0], it.get_output_details()[0]
+    (si, zi), (so, zo) = i["quantization"], o["quantization"]
+    got = []
+    for x in xs:
+        it.set_tensor(i["index"], np.clip(np.round(x[None] / si) + zi, -128, 127).astype(np.int8))
+        it.invoke()
+        got.append((it.get_tensor(o["index"]).astype(np.float64) - zo) * so)
+    return float(np.sqrt(np.mean((np.stack(got) - want) ** 2)) / np.sqrt(np.mean(want ** 2)))
+
+
+def test_div_no_nan_by_a_constant_with_zeros_and_by_an_activation() -> None:
+    """``div_no_nan(x, c)``: 0 where ``c`` is 0 (hand-derived: the channel of the zero divisor is
+    0, the others x/c within an LSB); by an activation: one line naming the node."""
+    c = np.array([2.0, 0.0, 0.5, 4.0], np.float32)
+    model = _float_graph(lambda x: tf.math.divide_no_nan(x, tf.constant(c)), SHAPE)
+    samples = _samples(model)
+    out = convert_graph(model.graph_def, inputs=["x"], outputs=["out"], calibration_data=samples).model
+    x = samples["x"][:1]
+    it = oracle._interpreter(out)
+    i, o = it.get_input_details()[0], it.get_output_details()[0]
+    (si, zi), (so, zo) = i["quantization"], o["quantization"]
+    q = np.clip(np.round(x / si) + zi, -128, 127).astype(np.int8)
+    it.set_tensor(i["index"], q)
+    it.invoke()
+    got = (it.get_tensor(o["index"]).astype(np.float64) - zo) * so
+    xq = (q.astype(np.float64) - zi) * si
+    want = np.where(c == 0, 0.0, xq / np.where(c == 0, 1, c))
+    assert np.all(got[..., 1] == 0.0)
+    assert np.max(np.abs(got - want)) <= so
+    bad = _float_graph(lambda x: tf.math.divide_no_nan(x, tf.nn.relu(x) + 1.0), SHAPE)
+    with pytest.raises(ConversionError, match=r"DivNoNan.*not a constant"):
+        convert_graph(bad.graph_def, inputs=["x"], outputs=["out"], calibration_data=_samples(bad))
