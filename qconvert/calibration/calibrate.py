@@ -26,6 +26,7 @@ Which recorded ranges are used is TensorFlow's ``RemoveRedundantStatsOps``
 from __future__ import annotations
 
 import os
+import re
 import sys
 import threading
 import time
@@ -43,7 +44,7 @@ from qconvert.errors import ConversionError
 from qconvert.ir import Graph
 from qconvert.calibration.precision import choose_int16_ops, int16_boundaries
 from qconvert.ir.passes import Context, Origin
-from qconvert.ir.qdq import insert_qdq_after, is_quantize
+from qconvert.ir.qdq import insert_qdq_after, is_dequantize, is_quantize
 from qconvert.ops import Rule, float_operands, pool_fill, row
 from qconvert.options import CalibrationOptions
 from qconvert.quant import calibrated_range_params
@@ -443,6 +444,7 @@ def calibrate(graph: Graph, ctx: Context) -> bool:
         insert_qdq_after(graph, name, calibrated_range_params(lo, hi, num_bits=ctx.bits(graph.producer(name))),
                          Origin.RANGES_FILE)
     int16_boundaries(graph, ctx, {**stats, **kept, **by_hand})
+    _warn_zero_divisors(graph, {**kept, **by_hand}, ctx)
     if calib.recorded is not None:
         where = f"{len(calib.options.stats)} statistics file(s), " if calib.options.stats else ""
         engine = f", {calib.engine_used.replace(':', ' engine:', 1) if ':' in calib.engine_used else calib.engine_used + ' engine'}" \
@@ -450,6 +452,31 @@ def calibrate(graph: Graph, ctx: Context) -> bool:
         ctx.note(f"calibrated {len(kept)} tensor range(s) on {where}{calib.recorded.samples} sample(s) "
                  f"in {seconds:.2f} s ({calib.options.method}{engine})")
     return bool(names) or bool(by_hand)
+
+
+def _warn_zero_divisors(graph: Graph, ranges: dict[str, tuple[float, float]], ctx: Context) -> None:
+    """An int8 divisor (the op table's ``divisor_slot``: DIV) whose calibrated values come within half
+    a quantization step of 0 quantizes some of them to its zero point, and LiteRT's int8 DIV (and
+    ``run``) stop on a zero divisor: said in one line with the fix (dp_net's ``sqrt(a² + b² + ε)``:
+    12 of 32 held-out samples stopped)."""
+    for node in graph.nodes:
+        op_row = row(node.op)
+        if op_row is None or op_row.divisor_slot is None or ctx.bits(node) != 8:
+            continue
+        divisor = node.inputs[op_row.divisor_slot]
+        producer = graph.producer(divisor)
+        while producer is not None and (is_quantize(producer) or is_dequantize(producer)):  # the calibrated pair
+            divisor = producer.inputs[0]
+            producer = graph.producer(divisor)
+        if divisor not in ranges or graph.is_const(divisor):
+            continue
+        lo, hi = ranges[divisor]
+        half_step = calibrated_range_params(lo, hi).scale[0] / 2
+        if lo < half_step and hi > -half_step:
+            ctx.note(f"{node.op} '{node.name}': its divisor '{divisor}' takes values within half an int8 step "
+                     f"({half_step:.3g}) of 0 (calibrated [{lo:.3g}, {hi:.3g}]); they quantize to 0 and LiteRT's int8 "
+                     f"{node.op} stops on a zero divisor: keep it float (--keep-float '^{re.escape(divisor)}$') or bound it "
+                     f"away from 0")
 
 
 def _widen_for_kernels(graph: Graph, ranges: dict[str, tuple[float, float]], ctx: Context) -> None:

@@ -474,6 +474,7 @@ TF_OPS: dict[str, TfOp] = {
     "Sqrt": TfOp("SQRT", shape_same),
     # x**2 as MUL x·x, x**0.5 as SQRT (legalize/tf_rewrites.py pow_); GELU's x³ inside its pattern
     "Pow": TfOp("MUL", shape_broadcast),
+    "Square": TfOp("MUL", shape_same),
     # parts of GELU's patterns (qconvert/legalize/gelu.py), refused anywhere else
     "Erfc": TfOp("GELU", shape_same),
     "ResizeNearestNeighbor": TfOp("RESIZE_NEAREST_NEIGHBOR", shape_resize),

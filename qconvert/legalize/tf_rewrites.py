@@ -370,6 +370,13 @@ def pow_(graph: Graph, node: Node) -> None:
         "them: rewrite the power, or cut the graph before it with --outputs")
 
 
+def square(graph: Graph, node: Node) -> None:
+    """``tf.square(x)`` ⇒ int8 ``MUL(x, x)``, as TensorFlow writes ``x ** 2``. TensorFlow 2.21 itself
+    leaves a SQUARE float (DEQUANTIZE, SQUARE, QUANTIZE: LiteRT has no integer SQUARE; measured)."""
+    node.inputs, node.op = [node.inputs[0], node.inputs[0]], "MUL"
+    node.attrs = {"fused_activation_function": "NONE"}
+
+
 def real_div(graph: Graph, node: Node) -> None:
     """``x / c`` with a constant ``c`` ⇒ ``MUL(x, 1/c)`` (the reciprocal in float32), as
     TensorFlow rewrites it; a MUL after a convolution then folds into its weights. A divisor that
@@ -648,6 +655,7 @@ REWRITES: dict[str, Rewrite] = {
     "Sub": plain("SUB", fused_activation_function="NONE"),
     "Mul": plain("MUL", fused_activation_function="NONE"),
     "RealDiv": real_div,
+    "Square": square,
     "DivNoNan": div_no_nan,
     "Neg": neg,
     # parts of GELU's patterns (fuse_gelu, earlier in the stage, takes them): refused anywhere else

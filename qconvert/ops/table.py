@@ -132,6 +132,7 @@ class OpRow:
     in_place: bool = False  # TFLite's kernels may share the output buffer with an input
     # int8: the input scale its reference kernel needs to exceed, from the options (None: any)
     least_input_scale: Callable[[Mapping[str, Any]], float] | None = None
+    divisor_slot: int | None = None  # int8: the operand its kernel divides by (it stops on a zero divisor)
     zero_pads: bool = False  # PAD: slot 1 holds the paddings, the fill is zero
     # PADV2: the slot of its fill value, quantized with the shared parameters; a fill of -inf or +inf
     # (or ±FLT_MAX, as TensorFlow writes them) pads a max or min pool: its output's range is not recorded,
@@ -211,7 +212,7 @@ TABLE: dict[str, OpRow] = dict([
     # 2.21, measured); its output takes its own range, the divisor's range is not constrained; no 16x8 form (TF 2.21:
     # "Quantization to 16x8-bit not yet supported for op: 'DIV'")
     _row("DIV", Rule.FREE, 1, form16=Form16.NONE, fuses_activation=True, in_place=True, kernel=fk.binary(lambda a, b: a / b), folds=True,
-         requant=r.div, version=r.div_version),
+         requant=r.div, version=r.div_version, divisor_slot=1),
     _row("MEAN", Rule.FREE, 2, uint8=True, float_inputs=(0,), removable_if_same_shape=True, kernel=fk.mean,
          requant=r.mean),
     # LiteRT's int16 SUM adds the raw int16 values (no rescale, wrapping): no usable 16x8 form (measured)

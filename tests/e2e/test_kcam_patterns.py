@@ -594,3 +594,29 @@ def test_div_no_nan_by_a_constant_with_zeros_and_by_an_activation() -> None:
     bad = _float_graph(lambda x: tf.math.divide_no_nan(x, tf.nn.relu(x) + 1.0), SHAPE)
     with pytest.raises(ConversionError, match=r"DivNoNan.*not a constant"):
         convert_graph(bad.graph_def, inputs=["x"], outputs=["out"], calibration_data=_samples(bad))
+
+
+def test_a_divisor_that_quantizes_to_zero_is_said_and_keep_float_is_the_fix() -> None:
+    """``x / sqrt(x² + ε)`` (dp_net's normalisation): the divisor's calibrated values come within
+    half an int8 step of 0, so some quantize to its zero point, and LiteRT's int8 DIV stops on them
+    (an input of zeros here). qconvert says so naming the tensor; the pattern it names keeps the
+    divisor and the DIV float, and LiteRT then runs that input. ``tf.square`` is an int8 MUL x·x
+    (TensorFlow leaves SQUARE float: LiteRT has no integer SQUARE)."""
+    model = _float_graph(lambda x: x / tf.sqrt(tf.square(x) + 1e-6), SHAPE)
+    samples = _samples(model)
+    result = convert_graph(model.graph_def, inputs=["x"], outputs=["out"], calibration_data=samples)
+    note = next(n for n in result.notes if "divisor 'Sqrt'" in n)
+    pattern = note.split("--keep-float '")[1].split("'")[0]
+    assert pattern == "^Sqrt$"
+    assert "SQUARE" not in {b for b, _ in _ops(result.model)} and not oracle.float_tensors(result.model)
+    with pytest.raises(RuntimeError, match=r"DIV\) failed to invoke"):  # LiteRT's int8 DIV fails on a zero divisor
+        oracle.run_litert(result.model, {"x": np.full(SHAPE, _zero_point(result.model), np.int8)})
+    fixed = convert_graph(model.graph_def, inputs=["x"], outputs=["out"], calibration_data=samples,
+                          keep_float=[pattern]).model
+    assert "DIV" in {b for b, _ in _ops(fixed)} and oracle.float_tensors(fixed)
+    oracle.run_litert(fixed, {"x": np.full(SHAPE, _zero_point(fixed), np.int8)})
+
+
+def _zero_point(tflite: bytes) -> int:
+    sub = read_model(tflite).subgraphs[0]
+    return int(sub.tensors[sub.inputs[0]].zero_point[0])
