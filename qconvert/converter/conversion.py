@@ -24,7 +24,7 @@ from qconvert.converter.pipeline import run
 from qconvert.converter.record import build_record
 from qconvert.errors import ConversionError
 from qconvert.frontend.importer import import_graph
-from qconvert.frontend.load import read_nodes
+from qconvert.frontend.load import attach_signature, read_model_nodes
 from qconvert.ir import Graph
 from qconvert.options import ConvertOptions
 from qconvert.schema.codes import FILE_IDENTIFIER
@@ -118,8 +118,11 @@ def load_graph(model: bytes | str | os.PathLike, options: ConvertOptions) -> tup
         except ValueError as exc:
             raise ConversionError(f"{source}: {exc}") from None
         return import_tflite(info, options.inputs, options.outputs, options.input_shapes, source=source)
-    nodes, inputs, outputs = read_nodes(model, options.inputs, options.outputs)
-    return import_graph(nodes, inputs, outputs, options.input_shapes, options.precision.allow_custom_ops), []
+    nodes, inputs, outputs, signature = read_model_nodes(model, options.inputs, options.outputs)
+    graph = import_graph(nodes, inputs, outputs, options.input_shapes, options.precision.allow_custom_ops)
+    notes: list[str] = []
+    attach_signature(graph, signature, notes)
+    return graph, notes
 
 
 def _check_computes(graph: Graph, source: str) -> None:

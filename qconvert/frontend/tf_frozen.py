@@ -10,6 +10,9 @@ through the same pipeline as a .pb file.
 * Keras file: ``model(x, training=False)`` on an input of the model's shape with batch 1,
   the input named ``input`` (as ``tf.function(lambda x: model(x, training=False))``
   frozen by hand would give).
+* Either way, the signature TensorFlow's converter writes for it (``serving_default``; a
+  SavedModel's signature keys; a Keras model's input/output names as ``from_keras_model`` gives
+  them), handed on for the output file's SignatureDef.
 
 A Keras LSTM layer (tf_keras) runs its ``standard_lstm`` function, marked with the attribute
 ``api_implements = "lstm_<uuid>"``: TensorFlow's converter keys its fusion into one
@@ -60,8 +63,13 @@ def _load_keras(tf, path: Path):  # type: ignore[no-untyped-def]
             raise first from None
 
 
-def freeze(path: str | os.PathLike) -> tuple[bytes, list[str], list[str]]:
-    """(GraphDef bytes, input names, output names) of a SavedModel directory or Keras file."""
+# a signature as the frontend hands it on: (key, [(name, input node)], [(name, output node)]), names sorted
+FrozenSignature = tuple[str, list[tuple[str, str]], list[tuple[str, str]]]
+
+
+def freeze(path: str | os.PathLike) -> tuple[bytes, list[str], list[str], FrozenSignature | None]:
+    """(GraphDef bytes, input names, output names, the signature TensorFlow's converter writes for it)
+    of a SavedModel directory or Keras file."""
     tf = _tensorflow()
     from tensorflow.python.framework.convert_to_constants import (
         convert_variables_to_constants_v2,
@@ -80,6 +88,7 @@ def freeze(path: str | os.PathLike) -> tuple[bytes, list[str], list[str]]:
             # The signature itself is frozen, as TensorFlow's guide does by hand: a wrapper
             # function would add a call level and prefix every tensor name.
             concrete = signatures[name]
+            keys = _saved_model_keys(concrete)
         else:
             model = _load_keras(tf, p)
             shape = [1 if d is None else d for d in model.inputs[0].shape]
@@ -87,6 +96,7 @@ def freeze(path: str | os.PathLike) -> tuple[bytes, list[str], list[str]]:
                 raise ConversionError(f"Keras model '{p}' has {len(model.inputs)} inputs; export a SavedModel instead")
             concrete = tf.function(lambda x: model(x, training=False)).get_concrete_function(
                 tf.TensorSpec(shape, tf.float32, name="input"))
+            name, keys = "serving_default", _keras_keys(model)
         original = concrete.graph.as_graph_def()
         # a Keras LSTM's loop is put back into one call: lowering it to TF1 control flow first
         # would only leave dead placeholders behind
@@ -99,7 +109,32 @@ def freeze(path: str | os.PathLike) -> tuple[bytes, list[str], list[str]]:
                               f"{str(exc).splitlines()[0] if str(exc) else ''}") from None
     inputs = [t.name.split(":")[0] for t in frozen.inputs if t.dtype != tf.resource]
     outputs = [t.name.split(":")[0] for t in frozen.outputs]
-    return graph_def.SerializeToString(deterministic=True), inputs, outputs
+    signature = None
+    if keys is not None and len(keys[0]) == len(inputs) and len(keys[1]) == len(outputs):
+        in_keys, out_keys = keys
+        signature = (name, sorted(zip(in_keys, inputs)), sorted(zip(out_keys, outputs)))
+    return graph_def.SerializeToString(deterministic=True), inputs, outputs, signature
+
+
+def _saved_model_keys(concrete) -> tuple[list[str], list[str]] | None:  # type: ignore[no-untyped-def]
+    """The signature's input keys in the order of its placeholders and its output keys in the order
+    of its outputs (a signature's outputs are a dict, flattened in key order), or None when they
+    cannot be matched."""
+    _, kwargs = concrete.structured_input_signature
+    by_placeholder = {spec.name: key for key, spec in (kwargs or {}).items()}
+    placeholders = [t.name.split(":")[0] for t in concrete.inputs if t.dtype.name != "resource"]
+    outputs = concrete.structured_outputs
+    if not isinstance(outputs, dict) or any(p not in by_placeholder for p in placeholders):
+        return None
+    return [by_placeholder[p] for p in placeholders], sorted(outputs)
+
+
+def _keras_keys(model) -> tuple[list[str], list[str]]:  # type: ignore[no-untyped-def]
+    """The names TensorFlow's from_keras_model gives the signature: tf_keras (Keras 2) uses the
+    input and output layers' names, Keras 3 the input tensor's name and ``output_<i>``."""
+    if type(model).__module__.startswith("tf_keras."):
+        return list(model.input_names), list(model.output_names)
+    return [t.name for t in model.inputs], [f"output_{i}" for i in range(len(model.outputs))]
 
 
 LSTM_IMPLEMENTS = "lstm_"  # the prefix of a Keras LSTM function's api_implements (tf_keras recurrent_v2/lstm.py)

@@ -13,7 +13,9 @@ constant tensor, and the later stages run on it as on an imported ``.pb``:
    dynamic-range file's hybrid op) too. The weights are then quantized again from their values
    (for int8 weights stored symmetric per channel: the same integers).
 2. Tensors keep the file's names (``--inputs``, ``--outputs``, ``--ranges-file`` and
-   ``--precision`` patterns use them); a signature's input and output names are taken as well.
+   ``--precision`` patterns use them); a signature's input and output names are taken as well,
+   and the signature itself is kept (``graph.signature``) for the writer, unless ``--inputs``/
+   ``--outputs`` cut the graph at other tensors (then it is dropped with a note).
 3. Refused in one line: a file whose activations are already quantized, an op qconvert does not
    know or cannot run in float, a custom op, an op that calls another subgraph, sparse
    constants, several signatures without ``serving_default``.
@@ -32,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from qconvert.errors import ConversionError, UsageError
-from qconvert.ir import Graph, Node, Tensor
+from qconvert.ir import Graph, Node, Signature, Tensor
 from qconvert.ops import CUSTOM, row
 from qconvert.ops.table import Made
 from qconvert.ops.windows import STRIDED_SLICE_MASKS
@@ -85,6 +87,7 @@ def import_tflite(model: Any, inputs: Sequence[str] | None = None, outputs: Sequ
         _add_op(graph, sg, op, names, source)
     graph.outputs = [names[i] for i in out_ids]
     graph.output_names = list(graph.outputs)
+    graph.signature = _signature(signature, in_ids, out_ids, notes)
     for o in graph.outputs:
         if graph.is_const(o):
             raise ConversionError(f"output '{o}' is a constant; name a computed tensor with --outputs")
@@ -114,6 +117,19 @@ def _pick_subgraph(model: Any, source: str, notes: list[str]) -> tuple[int, Any]
         notes.append(f"{source} has {others + 1} subgraphs; converting subgraph {index}"
                      f"{f' (signature {signature.key!r})' if signature is not None else ''}, which calls no other")
     return index, signature
+
+
+def _signature(signature: Any, in_ids: Sequence[int], out_ids: Sequence[int], notes: list[str]) -> Signature | None:
+    """The file's signature over the converted graph's inputs and outputs (positions), or None with a
+    note when ``--inputs``/``--outputs`` cut the graph elsewhere than at the signature's tensors."""
+    if signature is None:
+        return None
+    if sorted(signature.inputs.values()) != sorted(in_ids) or sorted(signature.outputs.values()) != sorted(out_ids):
+        notes.append(f"signature '{signature.key}' is not written: its inputs and outputs are not the converted "
+                     "graph's (--inputs/--outputs cut it elsewhere); the file's are named by tensor")
+        return None
+    return Signature(signature.key, tuple((name, list(in_ids).index(i)) for name, i in signature.inputs.items()),
+                     tuple((name, list(out_ids).index(i)) for name, i in signature.outputs.items()))
 
 
 def _tensor_names(tensors: Sequence[Any]) -> list[str]:

@@ -9,7 +9,7 @@ each stage.
 May import: ``qconvert.errors``, ``qconvert.quant`` (``QuantParams``), numpy.
 """
 
-from qconvert.ir.graph import Graph, Node, Tensor
+from qconvert.ir.graph import Graph, Node, Signature, Tensor
 from qconvert.quant.params import QuantParams
 
-__all__ = ["Graph", "Node", "QuantParams", "Tensor"]
+__all__ = ["Graph", "Node", "QuantParams", "Signature", "Tensor"]

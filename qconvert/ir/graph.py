@@ -132,6 +132,18 @@ class Node:
         return f"Node({self.op!r}, {list(self.inputs)!r}, {list(self.outputs)!r}, name={self.name!r})"
 
 
+@dataclass(frozen=True)
+class Signature:
+    """A TFLite SignatureDef of the graph: ``key`` ("serving_default"), and each signature input and
+    output name with the position of its tensor in ``graph.inputs`` / ``graph.outputs`` (positions,
+    not tensor names: passes replace an I/O tensor in its slot, e.g. a QUANTIZE added at the boundary),
+    in the order the file lists them."""
+
+    key: str
+    inputs: tuple[tuple[str, int], ...]
+    outputs: tuple[tuple[str, int], ...]
+
+
 class Graph:
     """Tensors by name plus nodes in order. ``inputs``/``outputs`` name graph tensors.
 
@@ -148,6 +160,7 @@ class Graph:
         self.metadata: dict[str, bytes] = {}
         self.input_names: list[str] = []  # placeholder names, given back to int8 inputs
         self.output_names: list[str] = []  # names the user asked for, given to outputs at the end
+        self.signature: Signature | None = None  # the model's signature, written as its SignatureDef
         self._names: set[str] = set()
         # node order: a doubly linked list plus increasing keys for comparisons
         self._key: dict[Node, float] = {}

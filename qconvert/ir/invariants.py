@@ -29,3 +29,10 @@ def check_invariants(graph: Graph) -> None:
     for name in graph.outputs:
         if name not in graph.tensors:
             raise InvariantError(f"graph output '{name}' is missing")
+    if graph.signature is not None:
+        for kind, ports, n in (("input", graph.signature.inputs, len(graph.inputs)),
+                               ("output", graph.signature.outputs, len(graph.outputs))):
+            for name, position in ports:
+                if not 0 <= position < n:
+                    raise InvariantError(f"signature '{graph.signature.key}' {kind} '{name}' refers to graph "
+                                         f"{kind} {position} ({n} {kind}s)")

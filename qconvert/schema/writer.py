@@ -605,6 +605,28 @@ def _metadata(
     return metadata
 
 
+def _signature_defs(graph: Graph, subgraph: schema.SubGraphT) -> list[schema.SignatureDefT]:
+    """The graph's signature (none for a .pb's graph, as TensorFlow's from_frozen_graph): each name
+    mapped to the tensor now in its input/output position, subgraph 0."""
+    if graph.signature is None:
+        return []
+
+    def tensor_maps(ports: tuple[tuple[str, int], ...], indices: np.ndarray) -> list[schema.TensorMapT]:
+        maps = []
+        for name, position in ports:
+            entry = schema.TensorMapT()
+            entry.name, entry.tensorIndex = name, int(indices[position])
+            maps.append(entry)
+        return maps
+
+    sig = schema.SignatureDefT()
+    sig.signatureKey = graph.signature.key
+    sig.subgraphIndex = 0
+    sig.inputs = tensor_maps(graph.signature.inputs, subgraph.inputs)
+    sig.outputs = tensor_maps(graph.signature.outputs, subgraph.outputs)
+    return [sig]
+
+
 def write_model(graph: Graph, description: str = "qconvert") -> bytes:
     """Serialize a TFLite-level graph to ``.tflite`` bytes (deterministic)."""
     _check_references(graph)
@@ -627,7 +649,7 @@ def write_model(graph: Graph, description: str = "qconvert") -> bytes:
     model.subgraphs = [subgraph]
     model.metadata = _metadata(graph, codes, buffers)
     model.buffers = buffers
-    model.signatureDefs = []
+    model.signatureDefs = _signature_defs(graph, subgraph)
 
     payload = sum(len(b.data) + _BUFFER_ALIGNMENT for b in buffers if b.data is not None)
     if payload > _MAX_FLATBUFFER_BYTES:

@@ -22,6 +22,10 @@ LSTMs (return_sequences=True, then LSTM(8)), a Bidirectional(LSTM(16)) (TensorFl
 two UNIDIRECTIONAL_SEQUENCE_LSTM, their last steps, CONCATENATION) and a Bidirectional(LSTM(8,
 return_sequences=True)) before an LSTM(8) (the backward sequence reversed back: REVERSE_V2 after
 it), trained two epochs on random data from fixed seeds.
+
+TensorFlow's float .tflite of the same Keras models (``from_keras_model``, no optimizations: float
+UNIDIRECTIONAL_SEQUENCE_LSTMs without intermediates) is an input too (issue 36): given TensorFlow's
+ranges it gives TensorFlow's int8 file; with qconvert's calibration the SavedModel's file.
 """
 
 from __future__ import annotations
@@ -177,11 +181,13 @@ def test_keras_lstm_with_unknown_batch_converts_where_tensorflow_fails(built: di
     _assert_bit_exact(unknown, folder, samples, 1, tmp_path, monkeypatch)
 
 
-def _assert_bit_exact(ours_from: Path, tf_from: Path, samples: np.ndarray, lstms: int, tmp_path: Path,
-                      monkeypatch: pytest.MonkeyPatch) -> None:
+def _assert_bit_exact(ours_from: Path | bytes, tf_from: Path, samples: np.ndarray, lstms: int, tmp_path: Path,
+                      monkeypatch: pytest.MonkeyPatch, input_name: str = INPUT) -> None:
+    """qconvert's file from ``ours_from`` (a SavedModel, or a float .tflite whose input is ``input_name``)
+    given TensorFlow's ranges is TensorFlow's int8 file of the SavedModel ``tf_from``."""
     theirs = _tf_ptq(tf_from, samples)
     stats, calibrated = _tf_statistics(tf_from, samples)
-    feeds = {INPUT: samples}
+    feeds = {input_name: samples}
     unpaired = oracle.use_tensorflows_statistics(monkeypatch, stats, calibrated, feeds)
     assert not unpaired, f"tensors with no TensorFlow range: {unpaired[:5]}"
     ours = convert_graph(ours_from, calibration_data=feeds).model
@@ -196,6 +202,38 @@ def _assert_bit_exact(ours_from: Path, tf_from: Path, samples: np.ndarray, lstms
     assert report.max_lsb == 0, report
     oracle.assert_run_equals_litert(ours, n=4)
     _assert_dump_recomputes_the_records(ours, tmp_path)
+
+
+@pytest.mark.parametrize("name", [n for n in ARCHITECTURES if n not in DIFFERS])
+def test_tensorflows_float_tflite_gives_tensorflows_int8_file(name: str, built: dict, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """TensorFlow's float conversion of the Keras model (``from_keras_model``, no optimizations: one float
+    UNIDIRECTIONAL_SEQUENCE_LSTM per layer) given to qconvert: TensorFlow's own int8 file, intermediates
+    and states included, given its ranges (issue 36)."""
+    _, model, samples = built[name]
+    flt = tf.lite.TFLiteConverter.from_keras_model(model).convert()
+    assert oracle.op_names(flt).count("UNIDIRECTIONAL_SEQUENCE_LSTM") == _lstms(name)
+    _assert_bit_exact(flt, built[name][0], samples, _lstms(name), tmp_path, monkeypatch,
+                      input_name=f"serving_default_{INPUT}:0")
+
+
+@pytest.mark.parametrize("name", ARCHITECTURES)
+def test_tensorflows_float_tflite_gives_the_saved_models_file(name: str, built: dict) -> None:
+    """With qconvert's own calibration (the numpy engine: LiteRT's cannot carry the LSTM state from
+    sample to sample; the note says so), TensorFlow's float .tflite of the Keras model (which has no
+    intermediates: qconvert derives them from the calibrated states, as from the SavedModel) gives the
+    SavedModel's file: every op, option, operand, intermediate, scale and constant byte; so also its
+    error against the Keras model, no worse than TensorFlow's (the accuracy test above). The
+    Bidirectional models too, where TensorFlow's own file is inconsistent (DIFFERS)."""
+    folder, model, samples = built[name]
+    flt = tf.lite.TFLiteConverter.from_keras_model(model).convert()
+    assert not any(op.intermediates is not None and len(op.intermediates)
+                   for op in oracle._model_t(flt).subgraphs[0].operators)
+    from_tflite = convert_graph(flt, calibration_data={f"serving_default_{INPUT}:0": samples})
+    assert any("numpy engine: the graph has state tensors" in n for n in from_tflite.notes), from_tflite.notes
+    from_saved = convert_graph(folder, calibration_data={INPUT: samples}).model
+    assert _structure(from_tflite.model) == _structure(from_saved)
+    assert oracle.op_names(from_tflite.model).count("UNIDIRECTIONAL_SEQUENCE_LSTM") == _lstms(name)
 
 
 def _assert_dump_recomputes_the_records(tflite: bytes, tmp_path: Path) -> None:

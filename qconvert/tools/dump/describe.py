@@ -59,6 +59,8 @@ def describe(path: str | os.PathLike, sections: Iterable[str] | None = None, ten
         doc["metadata"] = [{"name": name, "bytes": len(raw), "text": _text_entry(raw),
                             "requant": requant_info if name == METADATA_NAME else None}
                            for name, raw in model.metadata.items()]
+        doc["signatures"] = [{"key": sig.key, "subgraph": sig.subgraph, "inputs": dict(sig.inputs),
+                              "outputs": dict(sig.outputs)} for sig in model.signatures]
     if selected:
         totals = _Totals(flagged=len(requant_problems))
         subgraphs = [_subgraph(s, sg, selected, records, totals, type_scales) for s, sg in enumerate(model.subgraphs)]

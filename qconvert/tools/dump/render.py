@@ -57,6 +57,16 @@ def _model_lines(doc: dict[str, Any]) -> list[str]:
     if rows:
         lines += text_table(rows, right=(1,))
     lines.append("")
+    signatures = doc.get("signatures", [])
+    if not signatures:  # a .pb's file (TensorFlow's from_frozen_graph writes none either)
+        return lines
+    lines.append(f"signatures ({len(signatures)})")
+    for sig in signatures:
+        lines.append(f"  {sig['key']} (subgraph {sig['subgraph']})")
+        for kind in ("inputs", "outputs"):
+            ports = ", ".join(f"{name} -> {i}" for name, i in sig[kind].items())
+            lines.append(f"    {kind} {ports or '(none)'}")
+    lines.append("")
     return lines
 
 
