@@ -1,0 +1,95 @@
+"""Whole-process post-training int8 of the keras-cv-attention-models zoo (issue 35): qconvert's
+CLI against TensorFlow 2.21's converter, side by side, as a user runs each from a shell.
+
+    python bench/kcam_convert_time.py [NAME ...] [--size N] [--samples 8] [--repeats 3]
+
+Models come from ``tests/fixtures/kcam_zoo.py`` (cached ``.pb``, trained briefly at their
+smallest input; ``--size N`` builds them untrained at N pixels, cached apart). Samples: uniform
+in [-1, 1] (fixed seed), one ``.npy`` every tool reads. Each conversion is its own process, so
+imports count (``bench/convert_time.py``'s ``measure``: wall time and the child's peak RSS):
+
+- TensorFlow: ``from_frozen_graph`` + ``representative_dataset`` (full int8, int8 I/O);
+- qconvert: ``python -m qconvert MODEL.pb --inputs input --outputs Identity --calibration-data
+  X.npy`` (the default calibration engine).
+
+Medians of ``--repeats`` runs after one warm-up; printed with the ratio TF / qconvert. For the
+same comparison in one process (TensorFlow imported once, the conversion alone), see
+``bench/kcam_zoo_ptq.py``'s ``ours s`` / ``TF s`` columns.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "tests" / "fixtures"))
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # kcam builds on tf_keras
+from convert_time import measure  # noqa: E402
+
+TF_PTQ = """
+import os, sys
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+import numpy as np
+import tensorflow as tf
+pb, data, out, side = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+x = np.load(data, mmap_mode="r")
+c = tf.compat.v1.lite.TFLiteConverter.from_frozen_graph(pb, ["input"], ["Identity"], {"input": [1, side, side, 3]})
+c.optimizations = [tf.lite.Optimize.DEFAULT]
+c.representative_dataset = lambda: ([np.asarray(x[i:i + 1])] for i in range(len(x)))
+c.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+c.inference_input_type = c.inference_output_type = tf.int8
+open(out, "wb").write(c.convert())
+"""
+
+
+def _median(cmd: list[str], repeats: int) -> tuple[float, float]:
+    measure(cmd)  # warm-up: disk cache, bytecode
+    runs = [measure(cmd) for _ in range(repeats)]
+    return statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs)
+
+
+def main() -> int:
+    import kcam_zoo
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("names", nargs="*", default=list(kcam_zoo.MODELS))
+    ap.add_argument("--size", type=int, default=None, help="input side in pixels (untrained; default: each "
+                    "model's smallest, trained briefly)")
+    ap.add_argument("--samples", type=int, default=8)
+    ap.add_argument("--repeats", type=int, default=3)
+    args = ap.parse_args()
+    print(f"medians of {args.repeats} runs (after one warm-up), whole processes, {args.samples} samples, "
+          f"{os.cpu_count()} CPUs")
+    print(f"{'model':20} {'px':>4} | {'qconvert s':>10} {'TF s':>7} {'speed-up':>8} | {'qconvert MB':>11} {'TF MB':>7}")
+    ratios = []
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        for name in args.names:
+            pb, shape = kcam_zoo.build(name, trained=args.size is None, size=args.size)
+            (folder / "m.pb").write_bytes(pb)
+            x = np.random.default_rng(1).uniform(-1, 1, (args.samples, *shape[1:])).astype(np.float32)
+            np.save(folder / "x.npy", x)
+            ours = [sys.executable, "-m", "qconvert", str(folder / "m.pb"), "-o", str(folder / "q.tflite"),
+                    "--inputs", "input", "--outputs", "Identity", "--calibration-data", str(folder / "x.npy")]
+            theirs = [sys.executable, "-c", TF_PTQ, str(folder / "m.pb"), str(folder / "x.npy"),
+                      str(folder / "t.tflite"), str(shape[1])]
+            q_s, q_mb = _median(ours, args.repeats)
+            t_s, t_mb = _median(theirs, args.repeats)
+            ratios.append(t_s / q_s)
+            print(f"{name:20} {shape[1]:>4} | {q_s:10.3f} {t_s:7.3f} {t_s / q_s:7.1f}x | {q_mb:11.0f} {t_mb:7.0f}",
+                  flush=True)
+    if ratios:
+        print(f"speed-up: median {statistics.median(ratios):.1f}x, lowest {min(ratios):.1f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
