@@ -29,7 +29,9 @@ CALIB = np.random.default_rng(1).uniform(-1, 1, (16, 8, 8, 3)).astype(np.float32
 
 
 def _freeze(model: object, shape: list[int]) -> bytes:
-    from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
+    from tensorflow.python.framework.convert_to_constants import (
+        convert_variables_to_constants_v2,
+    )
 
     fn = tf.function(lambda t: model(t, training=False))  # type: ignore[operator]
     frozen = convert_variables_to_constants_v2(fn.get_concrete_function(tf.TensorSpec(shape, tf.float32,

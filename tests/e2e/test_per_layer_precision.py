@@ -290,3 +290,28 @@ def test_qat_graph_the_fake_quant_between_float_ops_is_not_applied() -> None:
     errors = oracle.error_against_graph(m.graph_def, {"full": full, "kept": r.model}, n_inputs=32)
     print(f"QAT small_classifier vs its training graph, (mean, max) |error|: {errors}")
     assert errors["kept"][0] <= errors["full"][0] * 1.25 and errors["kept"][1] <= 0.05
+
+
+def test_compare_measures_the_float_islands_tensors(pb: bytes, tmp_path: Path) -> None:
+    """`compare` runs the --keep-float file with qconvert's executor and reports the float island's tensors as
+    rows too (SNR against the float graph; no LSB figures): the island's TANH carries the error of the int8
+    Dense before it, so its SNR is finite, and well above full int8's at the same tensor."""
+    from qconvert.tools.compare import compare, render_text
+
+    kept, _ = _ours(pb, keep_float=[WIDE])
+    full, _ = _ours(pb)
+    (tmp_path / "m.pb").write_bytes(pb)
+    (tmp_path / "kept.tflite").write_bytes(kept)
+    (tmp_path / "full.tflite").write_bytes(full)
+    report = compare(tmp_path / "m.pb", tmp_path / "kept.tflite", {"input": HELD_OUT[:16]})
+    baseline = compare(tmp_path / "m.pb", tmp_path / "full.tflite", {"input": HELD_OUT[:16]})
+    assert report.engine == "integer executor", report.engine
+    rows = {r["tensor"]: r for r in report.as_dict()["tensors"]}
+    assert rows["model/dense_1/BiasAdd"]["dtype"] == "float32" and rows["model/activation/Tanh"]["dtype"] == "float32"
+    assert rows["model/dense_1/BiasAdd"]["max_error_lsb"] is None and rows["model/dense/Relu"]["dtype"] == "int8"
+    snr = rows["model/activation/Tanh"]["snr_db"]
+    before = {r["tensor"]: r for r in baseline.as_dict()["tensors"]}["model/activation/Tanh"]["snr_db"]
+    print(f"SNR at model/activation/Tanh: float island {snr:.1f} dB, full int8 {before:.1f} dB; at the wide "
+          f"tensor: {rows['model/dense_1/BiasAdd']['snr_db']:.1f} dB")
+    assert 20 < snr < 200 and snr > before + 10, (snr, before)
+    assert "model/dense_1/BiasAdd" not in report.unmapped and "model/dense_1/BiasAdd" in render_text(report)
