@@ -300,8 +300,11 @@ def run(model: str, input_path: str, output: str | None, trace: bool, quantize_i
     def work() -> None:
         from qconvert.tools.run import run_command
 
-        click.echo(run_command(model, input_path, output, trace, quantize_inputs, integer_fc, runtime, rounding),
-                   nl=False)
+        notes: list[str] = []
+        click.echo(run_command(model, input_path, output, trace, quantize_inputs, integer_fc, runtime, rounding,
+                               notes=notes), nl=False)
+        for note in notes:
+            click.echo(f"qconvert: note: {note}", err=True)
 
     _guard(work, debug)
 

@@ -46,6 +46,8 @@ from qconvert.frontend.load import read_nodes
 from qconvert.io import write_atomic
 from qconvert.ir import Graph
 from qconvert.ir.qdq import is_dequantize, is_quantize
+from qconvert.ops import Rule
+from qconvert.ops import row as op_row
 from qconvert.options import ConvertOptions
 from qconvert.quant import round_half_away_array
 from qconvert.runtime.interpreter import quantize_float
@@ -106,16 +108,19 @@ class Row:
     zero_point: int
     e2e: _Stats = field(default_factory=_Stats)
     local: _Stats = field(default_factory=_Stats)
+    dtype: str = "int8"  # int8, int16, or float32 (a float island's tensor, measured as it is)
 
     def as_dict(self) -> dict[str, Any]:
         lsb = self.scale or 1.0
         n = max(self.e2e.count, 1)
+        quantized = self.dtype != "float32"  # a float island's tensor has no LSB: its errors in float units only
         return {
-            "index": self.index, "op": self.op, "tensor": self.tensor, "shape": list(self.shape),
-            "scale": self.scale, "zero_point": self.zero_point,
+            "index": self.index, "op": self.op, "tensor": self.tensor, "shape": list(self.shape), "dtype": self.dtype,
+            "scale": self.scale if quantized else None, "zero_point": self.zero_point if quantized else None,
             "snr_db": finite_or_inf(self.e2e.snr_db()), "cosine": self.e2e.cosine(),
-            "max_abs_error": self.e2e.max_abs, "max_error_lsb": self.e2e.max_abs / lsb,
-            "mean_error_lsb": self.e2e.err_sum / n / lsb, "mean_abs_error_lsb": self.e2e.abs_sum / n / lsb,
+            "max_abs_error": self.e2e.max_abs, "max_error_lsb": self.e2e.max_abs / lsb if quantized else None,
+            "mean_error_lsb": self.e2e.err_sum / n / lsb if quantized else None,
+            "mean_abs_error_lsb": self.e2e.abs_sum / n / lsb if quantized else None,
             "local_snr_db": finite_or_inf(self.local.snr_db()) if self.local.count else None,
         }
 
@@ -171,6 +176,7 @@ class _LiteRTModel:
     for): LiteRT's built-in kernels (no delegate), every tensor kept."""
 
     engine = "LiteRT built-in kernels"
+    notes: tuple[str, ...] = ()  # LiteRT's own kernels: nothing departs from them
 
     def __init__(self, data: bytes) -> None:
         try:
@@ -206,6 +212,12 @@ class _LiteRTModel:
         return {n: values[n] for n in self.output_names}, values
 
 
+def _converts(builtin: str) -> bool:
+    """QUANTIZE / DEQUANTIZE (the op table's rule QUANT): a float tensor they write is a boundary, not a row."""
+    r = op_row(builtin)
+    return r is not None and r.rule is Rule.QUANT
+
+
 def _int8_model(path: str | os.PathLike, runtime: str = "litert-ref") -> tuple[Any, str]:
     """qconvert's integer executor (``runtime``'s arithmetic) when it takes the file, else LiteRT (and why)."""
 
@@ -237,6 +249,7 @@ class Report:
     rows: list[Row]
     unmapped: list[str]
     engine: str = "integer executor"
+    notes: list[str] = field(default_factory=list)  # the executor's: where it follows another kernel than REF
 
     def worst(self, k: int | None = None) -> list[Row]:
         """The k layers with the lowest local SNR (default: 1 per 8 layers, 1 to 5)."""
@@ -257,7 +270,7 @@ class Report:
         rows = [r.as_dict() for r in self.rows]
         return {"pb": self.pb, "tflite": self.tflite, "engine": self.engine, "samples": self.samples,
                 "fake_quant": self.fake_quant,
-                "tensors": rows, "worst": [r.tensor for r in self.worst()], "unmapped": self.unmapped,
+                "tensors": rows, "worst": [r.tensor for r in self.worst()], "unmapped": self.unmapped, "notes": self.notes,
                 "min_snr_db": min((r["snr_db"] for r in rows), key=_sort_key, default=None)}
 
 
@@ -310,11 +323,12 @@ def compare(pb: str | os.PathLike, tflite: str | os.PathLike, data: str | os.Pat
     unmapped: list[str] = []
     for k, op in enumerate(model.model.operators):
         t = tensors[op.outputs[0]]
-        if t.name not in mapping or t.dtype not in ("int8", "int16"):
+        island = t.dtype == "float32" and not _converts(op.builtin)  # a float island's op
+        if t.name not in mapping or t.dtype not in ("int8", "int16") and not island:
             unmapped.append(t.name)
             continue
-        rows.append(Row(k, op.builtin, t.name, tuple(t.shape), float(t.scale[0]) if t.scale else 1.0,
-                        int(t.zero_point[0]) if t.zero_point else 0))
+        rows.append(Row(k, op.builtin, t.name, tuple(t.shape), float(t.scale[0]) if t.scale and not island else 0.0,
+                        int(t.zero_point[0]) if t.zero_point and not island else 0, dtype=t.dtype))
     if fake_quant:  # compare with the FakeQuant's output, as the training graph computes it
         chains = {t: _fake_quant_chain(graph, f) for t, f in mapping.items()}
         reference = {t: chains[t][-1].outputs[0] if chains[t] else f for t, f in mapping.items()}
@@ -338,6 +352,8 @@ def compare(pb: str | os.PathLike, tflite: str | os.PathLike, data: str | os.Pat
         _, ints = model.run(int_feeds, trace=True, quantize_inputs=True)
         deq = {name: (v.astype(np.float64) - scales[name][1]) * scales[name][0]
                for name, v in ints.items() if name in scales}
+        deq.update({name: np.asarray(v, np.float64) for name, v in ints.items()  # float islands: as they are
+                    if name not in scales and np.asarray(v).dtype == np.float32})
         for row in rows:
             f = ref.get(reference[row.tensor])
             if f is None:
@@ -349,7 +365,7 @@ def compare(pb: str | os.PathLike, tflite: str | os.PathLike, data: str | os.Pat
                 local = np.asarray(executor.evaluate(graph, node, [local.astype(np.float32)], 1), np.float64)
             if local is not None:
                 row.local.add(local.reshape(q.shape), q)
-    return Report(str(pb), str(tflite), n, fake_quant, rows, unmapped, engine)
+    return Report(str(pb), str(tflite), n, fake_quant, rows, unmapped, engine, list(model.notes))
 
 
 def _float_op(graph: Graph, name: str, tflite_of: Mapping[str, str],
@@ -411,6 +427,8 @@ def render_text(report: Report, worst: int | None = None) -> str:
             f"{r.tensor} ({_num(finite_or_inf(r.local.snr_db()), '.1f')} dB)" for r in worst_rows))
     if report.unmapped:
         lines.append(f"not in the float graph: {', '.join(report.unmapped)}")
+    for note in report.notes:
+        lines.append(f"note: {note}")
     return "\n".join(lines) + "\n"
 
 

@@ -107,8 +107,12 @@ def _summary(name: str, v: np.ndarray) -> list[str]:
 
 def run_command(model_path: str, input_path: str, output: str | None, trace: bool,
                 quantize_inputs: bool, integer_fully_connected: bool = False, runtime: str = "litert-ref",
-                rounding: str = "double") -> str:
+                rounding: str = "double", notes: list[str] | None = None) -> str:
+    """The command's output text; ``notes`` (when given) receives the model's notes (where `run` departs
+    from LiteRT REF on purpose: an int8 SUM that rescales)."""
     model = read_model(model_path, integer_fully_connected, runtime, rounding)
+    if notes is not None:
+        notes.extend(model.notes)
     feeds, layout = read_inputs(input_path, model)
     outputs, traced = run_samples(model, feeds, trace=trace, quantize_inputs=quantize_inputs)
     if layout == "single":  # single samples in, single samples out

@@ -203,6 +203,15 @@ def test_qconvert_run_executes_the_mixed_file_as_litert_ref(pb: bytes, pattern: 
     oracle.assert_run_equals_litert(ours, n=16)
 
 
+def test_qconvert_run_executes_int8_int16_and_float_in_one_file(pb: bytes) -> None:
+    """--int16 on the first two Dense and --keep-float ^TANH$: int16 FULLY_CONNECTED, QUANTIZE int16 → int8,
+    DEQUANTIZE, float TANH, QUANTIZE, int8 FULLY_CONNECTED; every tensor as LiteRT REF has it."""
+    ours, _ = plp._ours(pb, int16=["model/dense/"], keep_float=["^TANH$"])
+    sg = read_model(ours).subgraphs[0]
+    assert {sg.tensors[op.outputs[0]].dtype for op in sg.operators} == {"int8", "int16", "float32"}
+    assert oracle.assert_run_equals_litert_everywhere(ours, n=64) >= 8
+
+
 def test_compare_takes_the_mixed_file(pb: bytes) -> None:
     """`compare` runs it with qconvert's integer executor (not the LiteRT fallback) and reports the
     int16 tensors with the int8 ones."""

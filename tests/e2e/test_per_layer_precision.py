@@ -186,15 +186,43 @@ def test_promoting_the_producer_alone_does_nothing_in_tensorflow(pb: bytes) -> N
     assert abs(s_one - s_full) < 3 and s_both > s_full + 20
 
 
-def test_qconvert_run_says_it_runs_no_float_island(pb: bytes) -> None:
-    """`qconvert run` executes int8 and 16x8 files only: on a file with a float island it refuses in one
-    line naming the op (LiteRT REF runs the file: the SNR test above)."""
+@pytest.mark.parametrize("case", ["ours_name", "ours_tanh", "ours_fc", "ours_float_io", "tf_nodes", "tf_ops",
+                                  "tf_fc"])
+def test_qconvert_run_executes_float_islands_as_litert_ref(pb: bytes, case: str) -> None:
+    """`qconvert run` executes the float islands (DEQUANTIZE, float FULLY_CONNECTED and TANH, QUANTIZE) as
+    LiteRT REF does: every tensor both hold (the float32 ones byte for byte) on 64 random inputs, on our
+    --keep-float files and on TensorFlow's QuantizationDebugger files (denylisted nodes; denylisted ops
+    TANH, FULLY_CONNECTED: there the first FULLY_CONNECTED reads the float32 model input directly)."""
+    files = {
+        "ours_name": lambda: _ours(pb, keep_float=[WIDE])[0],
+        "ours_tanh": lambda: _ours(pb, keep_float=["^TANH$"])[0],
+        "ours_fc": lambda: _ours(pb, keep_float=["^FULLY_CONNECTED$"])[0],
+        "ours_float_io": lambda: _ours(pb, keep_float=[WIDE], input_type="float32", output_type="float32")[0],
+        "tf_nodes": lambda: _tf_denylisted(pb, nodes=["model/dense_1/MatMul;model/dense_1/BiasAdd",
+                                                      "model/activation/Tanh"]),
+        "tf_ops": lambda: _tf_denylisted(pb, ops=["TANH"]),
+        "tf_fc": lambda: _tf_denylisted(pb, ops=["FULLY_CONNECTED"]),
+    }
+    tflite = files[case]()
+    assert any(read_model(tflite).subgraphs[0].tensors[op.outputs[0]].dtype == "float32"
+               for op in read_model(tflite).subgraphs[0].operators if op.builtin in ("FULLY_CONNECTED", "TANH"))
+    assert oracle.assert_run_equals_litert_everywhere(tflite, n=64, float_range=1.5) >= 5
+
+
+def test_qconvert_run_refuses_a_float_op_it_has_no_kernel_for(pb: bytes) -> None:
+    """A float op `run` has no LiteRT-REF float kernel for is refused in one line naming it."""
     from qconvert.errors import RunError
+    from qconvert.runtime import float_ref
     from qconvert.runtime.interpreter import IntegerModel
 
     kept, _ = _ours(pb, keep_float=[WIDE])
-    with pytest.raises(RunError, match="FULLY_CONNECTED 'model/dense_1/BiasAdd'.*float32"):
-        IntegerModel(kept)
+    saved = float_ref.FLOAT_KERNELS.pop("TANH")
+    try:
+        with pytest.raises(RunError, match=r"^operator 3 \(TANH 'model/activation/Tanh'\) is float32: `qconvert run` "
+                                           r"executes float islands of [A-Z_, 0-9]+; run this file in LiteRT$"):
+            IntegerModel(kept)
+    finally:
+        float_ref.FLOAT_KERNELS["TANH"] = saved
 
 
 def test_a_pattern_that_matches_nothing_is_a_usage_error(pb: bytes, tmp_path: Path) -> None:
@@ -262,3 +290,28 @@ def test_qat_graph_the_fake_quant_between_float_ops_is_not_applied() -> None:
     errors = oracle.error_against_graph(m.graph_def, {"full": full, "kept": r.model}, n_inputs=32)
     print(f"QAT small_classifier vs its training graph, (mean, max) |error|: {errors}")
     assert errors["kept"][0] <= errors["full"][0] * 1.25 and errors["kept"][1] <= 0.05
+
+
+def test_compare_measures_the_float_islands_tensors(pb: bytes, tmp_path: Path) -> None:
+    """`compare` runs the --keep-float file with qconvert's executor and reports the float island's tensors as
+    rows too (SNR against the float graph; no LSB figures): the island's TANH carries the error of the int8
+    Dense before it, so its SNR is finite, and well above full int8's at the same tensor."""
+    from qconvert.tools.compare import compare, render_text
+
+    kept, _ = _ours(pb, keep_float=[WIDE])
+    full, _ = _ours(pb)
+    (tmp_path / "m.pb").write_bytes(pb)
+    (tmp_path / "kept.tflite").write_bytes(kept)
+    (tmp_path / "full.tflite").write_bytes(full)
+    report = compare(tmp_path / "m.pb", tmp_path / "kept.tflite", {"input": HELD_OUT[:16]})
+    baseline = compare(tmp_path / "m.pb", tmp_path / "full.tflite", {"input": HELD_OUT[:16]})
+    assert report.engine == "integer executor", report.engine
+    rows = {r["tensor"]: r for r in report.as_dict()["tensors"]}
+    assert rows["model/dense_1/BiasAdd"]["dtype"] == "float32" and rows["model/activation/Tanh"]["dtype"] == "float32"
+    assert rows["model/dense_1/BiasAdd"]["max_error_lsb"] is None and rows["model/dense/Relu"]["dtype"] == "int8"
+    snr = rows["model/activation/Tanh"]["snr_db"]
+    before = {r["tensor"]: r for r in baseline.as_dict()["tensors"]}["model/activation/Tanh"]["snr_db"]
+    print(f"SNR at model/activation/Tanh: float island {snr:.1f} dB, full int8 {before:.1f} dB; at the wide "
+          f"tensor: {rows['model/dense_1/BiasAdd']['snr_db']:.1f} dB")
+    assert 20 < snr < 200 and snr > before + 10, (snr, before)
+    assert "model/dense_1/BiasAdd" not in report.unmapped and "model/dense_1/BiasAdd" in render_text(report)
