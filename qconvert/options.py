@@ -488,7 +488,7 @@ class PrecisionOptions:
              "(DEQUANTIZE before it, QUANTIZE after it where a FakeQuant follows), as TensorFlow writes it.")
     recipe: str | None = option(
         None, PATH,
-        help="A recipe file (.toml or .json, docs/converting.md#recipes): the precision options below the table "
+        help="A recipe file (.toml or .json; docs/converting.md, Recipes): the precision options below the table "
              "(keep_float, int16, activations, weights, ...) read from it, `version = 1`; one of the LiteRT "
              "Quantizer's JSON recipes is translated where it maps. A value given beside it (flag, manifest key, "
              "keyword) replaces the recipe's, with a note.")
