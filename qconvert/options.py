@@ -14,8 +14,11 @@ A bad value is a :class:`~qconvert.errors.UsageError` (exit 2) with one line nam
 (command line) or the key (manifest, API), whichever way it came. The options are frozen:
 passes read them through ``Context.options``, typed, with the defaults declared here.
 
-May import: ``qconvert.errors`` and the standard library only (``qconvert --help`` builds
-its options from here, so this module stays light: no numpy).
+The options declared ``in_recipe`` decide what precision each op gets: a recipe file (``--recipe``,
+``qconvert/recipe.py``) holds them; values given beside it (flags, manifest keys, keywords) win.
+
+May import: ``qconvert.recipe`` (reading recipe files), ``qconvert.errors`` and the standard library
+only (``qconvert --help`` builds its options from here, so this module stays light: no numpy).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
 from qconvert.errors import UsageError
+from qconvert.recipe import load_recipe
 
 # ---------------------------------------------------------------------------------- names
 
@@ -311,6 +315,8 @@ def _io_types(v: Any) -> dict[str | None, str]:
 
 def _patterns(v: Any) -> tuple[str, ...]:
     """Python regular expressions (one, or a list), each checked to compile."""
+    if not isinstance(v, (str, list, tuple)):
+        raise Bad("expected a regular expression or a list of them")
     out = tuple([v] if isinstance(v, str) else list(v))
     for p in out:
         if not isinstance(p, str) or not p:
@@ -336,13 +342,13 @@ PATTERNS = Kind(metavar="PATTERN", repeat=True, value=_patterns)
 
 
 def option(default: Any, kind: Kind, help: str, flag: str | None = None, key: str | None = None,
-           manifest: bool = True, calibrate: bool = False, show_default: bool = True) -> Any:
+           manifest: bool = True, calibrate: bool = False, show_default: bool = True, in_recipe: bool = False) -> Any:
     """One option: a dataclass field with its flag, key and kind. ``flag`` defaults to the
     field name with dashes; ``key`` (manifest key and API keyword) to the field name;
     ``manifest=False`` keeps it out of manifests (per-run debugging); ``calibrate``: also an
-    option of ``qconvert calibrate``."""
+    option of ``qconvert calibrate``; ``in_recipe``: a key of recipe files (it decides precision)."""
     meta = {"kind": kind, "help": help, "flag": flag, "key": key, "manifest": manifest, "calibrate": calibrate,
-            "show_default": show_default}
+            "show_default": show_default, "in_recipe": in_recipe}
     if isinstance(default, (dict, list)):
         return field(default_factory=type(default), metadata=meta)
     return field(default=default, metadata=meta)
@@ -416,25 +422,25 @@ class PrecisionOptions:
     """What is stored in how many bits, and what may stay float."""
 
     activations: str = option(
-        "int8", _choice(("int8", "int16", "float")), calibrate=True,
+        "int8", _choice(("int8", "int16", "float")), calibrate=True, in_recipe=True,
         help="Float graphs with --calibration-data: int16 is TensorFlow's 16x8 mode (int16 activations, int8 "
              "weights, int64 biases). float: no calibration, activations stay float32 (TensorFlow's dynamic range: "
              "int8 weights of 1024 elements or more, hybrid ops; with --weights float16, float16 constants).")
     weights: str = option(
-        "int8", _choice(("int8", "int4", "float16")),
+        "int8", _choice(("int8", "int4", "float16")), in_recipe=True,
         help="Weights without FakeQuant (float graphs): int8, or int4 per channel for CONV_2D and FULLY_CONNECTED "
              "(INT4 tensors, scale max|w|/7; activations stay int8), or float16 (with --activations float: every "
              "float constant in float16 behind a DEQUANTIZE, TensorFlow's float16 quantization).")
     block_size: int | None = option(
-        None, _choice(BLOCK_SIZES),
+        None, _choice(BLOCK_SIZES), in_recipe=True,
         help="With --weights int4: FULLY_CONNECTED weights in blocks of N inputs with FLOAT16 scales, activations "
              "float (dynamic range; LiteRT's XNNPACK runs it).")
     int4_storage: str | None = option(
-        None, _choice(("packed", "int8")),
+        None, _choice(("packed", "int8")), in_recipe=True,
         help="4-bit weights: packed INT4 (TensorFlow's, the default; CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED) "
              "or int8 in [-7, 7] for runtimes without INT4 (Vela; the default for such --target).")
     per_tensor_weights: bool = option(
-        False, _flag(),
+        False, _flag(), in_recipe=True,
         help="One weight scale per tensor for every CONV_2D, DEPTHWISE_CONV_2D, TRANSPOSE_CONV and FULLY_CONNECTED "
              "(TensorFlow's _experimental_disable_per_channel; for runtimes that take no per-channel weights), "
              "int8 and 16x8. A weight FakeQuant that is per channel is an error.")
@@ -448,30 +454,30 @@ class PrecisionOptions:
         help="Type of the model's outputs, as --input-type (float32: a DEQUANTIZE before the output; uint8: a "
              "QUANTIZE to uint8).")
     inference_type: str = option(
-        "int8", _choice(("int8", "uint8")),
+        "int8", _choice(("int8", "uint8")), in_recipe=True,
         help="QAT graphs: uint8 makes the whole model uint8 (inputs, activations and weights; int32 biases; op "
              "versions 1), as TensorFlow's frozen-graph converter writes it with inference_type=tf.uint8 "
              "(QUANTIZED_UINT8), the form older Edge TPU and SSD detector flows take. Weight FakeQuants must be "
              "per tensor (LiteRT runs no per-channel uint8 CONV_2D); weights without one are per tensor, "
              "asymmetric.")
     low_bit_activations: str = option(
-        "error", _choice(("error", "8bit")),
+        "error", _choice(("error", "8bit")), in_recipe=True,
         help="Activation FakeQuants under 8 bits: fail, or quantize their range at 8-bit resolution (a note per "
              "tensor).")
     default_ranges: tuple[float, float] | None = option(
         None, RANGE,
         help="Range for every tensor with none (dummy quantization, for experiments; each use is reported).")
     allow_float: bool = option(
-        False, _flag(),
+        False, _flag(), in_recipe=True,
         help="Leave ops that cannot be quantized in float (DEQUANTIZE/QUANTIZE around them) instead of failing.")
     keep_float: tuple[str, ...] = option(
-        (), PATTERNS,
+        (), PATTERNS, in_recipe=True,
         help="Keep the ops this Python regex finds (re.search) in an output tensor's name or in the op type (e.g. "
              "SOFTMAX) in float32, inside an int8 model (repeatable). A tensor-name match keeps that tensor float: "
              "its producer and every op reading it; DEQUANTIZE/QUANTIZE at the boundary, each reported "
              "(docs/converting.md). A pattern that matches no op is an error.")
     int16: tuple[str, ...] = option(
-        (), PATTERNS, flag="--int16",
+        (), PATTERNS, flag="--int16", in_recipe=True,
         help="Make the ops this Python regex finds (the --keep-float rule) 16x8 inside an int8 model (repeatable): "
              "int16 activations from their calibrated ranges, int8 weights, int64 biases, as TensorFlow's 16x8 mode "
              "writes each op; QUANTIZE int8<->int16 at the boundary, each reported. Needs --calibration-data.")
@@ -480,6 +486,13 @@ class PrecisionOptions:
         help="Write ops qconvert does not know (e.g. TFLite_Detection_PostProcess) as TFLite CUSTOM ops: custom code "
              "= the TF op name, options = the node's attributes as a FlexBuffer map; the op runs in float32 "
              "(DEQUANTIZE before it, QUANTIZE after it where a FakeQuant follows), as TensorFlow writes it.")
+    recipe: str | None = option(
+        None, PATH,
+        help="A recipe file (.toml or .json; docs/converting.md, Recipes): the precision options below the table "
+             "(keep_float, int16, activations, weights, ...) read from it, `version = 1`; one of the LiteRT "
+             "Quantizer's JSON recipes is translated where it maps. A value given beside it (flag, manifest key, "
+             "keyword) replaces the recipe's, with a note.")
+    recipe_notes: tuple[str, ...] = field(default=(), compare=False, repr=False)  # reading the recipe: for the user
 
     @property
     def dynamic_range(self) -> bool:
@@ -538,7 +551,7 @@ class ConvertOptions:
             if spec is None:
                 raise UsageError(f"unknown option '{key}'; options: {', '.join(sorted(specs))}")
             groups[spec.group][spec.attr] = spec.read_value(value, f"{spec.key} = {value!r}")
-        return _build(self, groups)
+        return _build(self, _with_recipe(groups, lambda s: f"{s.key}={_shown(groups[s.group][s.attr])}"))
 
     @classmethod
     def from_cli(cls, words: Mapping[str, Any], command: str = "convert") -> ConvertOptions:
@@ -550,7 +563,7 @@ class ConvertOptions:
                 continue
             where = spec.flag if spec.kind.repeat or spec.kind.flag_only else f"{spec.flag} {raw}"
             groups[spec.group][spec.attr] = spec.read(lambda: spec.kind.from_text(raw), where)
-        return _build(cls(), groups)
+        return _build(cls(), _with_recipe(groups, lambda s: f"{s.flag} on the command line"))
 
     @classmethod
     def from_manifest(cls, table: Mapping[str, Any], base: Path, where: str) -> ConvertOptions:
@@ -571,7 +584,10 @@ class ConvertOptions:
             if spec.kind.path:
                 value = _relative(value, base)
             groups[spec.group][spec.attr] = spec.read_value(value, f"{where}: {key} = {value!r}")
-        return groups
+        try:
+            return _with_recipe(groups, lambda s: f"manifest key {s.key!r}")
+        except UsageError as exc:
+            raise UsageError(f"{where}: {exc}") from None
 
     # -- reading --------------------------------------------------------------------
 
@@ -748,6 +764,7 @@ class Spec:
     manifest: bool
     calibrate: bool
     show_default: bool
+    in_recipe: bool
 
     def get(self, options: ConvertOptions) -> Any:
         return getattr(getattr(options, self.group) if self.group else options, self.attr)
@@ -777,7 +794,8 @@ def _specs() -> tuple[Spec, ...]:
                 continue
             default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
             out.append(Spec(group, f.name, m["key"] or f.name, m["flag"] or "--" + f.name.replace("_", "-"),
-                            m["kind"], m["help"], default, m["manifest"], m["calibrate"], m["show_default"]))
+                            m["kind"], m["help"], default, m["manifest"], m["calibrate"], m["show_default"],
+                            m["in_recipe"]))
     return tuple(out)
 
 
@@ -798,6 +816,46 @@ def specs_for(command: str) -> list[Spec]:
 
 def manifest_specs() -> list[Spec]:
     return [s for s in SPECS if s.manifest]
+
+
+def recipe_specs() -> list[Spec]:
+    """The options a recipe file holds (they decide what precision each op gets)."""
+    return [s for s in SPECS if s.in_recipe]
+
+
+def _with_recipe(groups: dict[str, dict[str, Any]], given: Callable[[Spec], str]) -> dict[str, dict[str, Any]]:
+    """``groups`` (values given, by group and field) with the values of the recipe they name under
+    them: a value given beside the recipe wins, with a note (``given(spec)`` says where it came
+    from). Unknown keys and bad values are UsageErrors naming the recipe and the key."""
+    precision = groups["precision"]
+    if "recipe" not in precision:
+        return groups
+    path = precision["recipe"]
+    if path is None:
+        precision["recipe_notes"] = ()
+        return groups
+    recipe = load_recipe(path)
+    where = f"recipe '{path}'"
+    specs = {s.key: s for s in recipe_specs()}
+    notes = list(recipe.notes)
+    for key, value in recipe.values.items():
+        spec = specs.get(key)
+        if spec is None:
+            raise UsageError(f"{where}: unknown key {key!r}; a recipe holds version and "
+                             f"{', '.join(sorted(specs))}")
+        read = spec.read_value(value, f"{where}: {key} = {value!r}")
+        if spec.attr in groups[spec.group]:
+            if groups[spec.group][spec.attr] != read:
+                notes.append(f"{where}: {given(spec)} replaces the recipe's {key} = {_shown(value)} (a value given "
+                             f"beside a recipe wins)")
+            continue
+        groups[spec.group][spec.attr] = read
+    precision["recipe_notes"] = tuple(notes)
+    return groups
+
+
+def _shown(value: Any) -> str:
+    return repr(list(value) if isinstance(value, tuple) else value)
 
 
 def iter_help() -> Iterator[tuple[Spec, str]]:
@@ -824,6 +882,8 @@ def reference() -> str:
         key = s.key if s.manifest else f"{s.key} (not in manifests)"
         lines.append(f"| `{s.flag}`{' *' if s.calibrate else ''} | `{key}` | `{value}` | {default} | "
                      f"{s.help.replace('|', '/')} |")
+    lines += ["", "A recipe file (`--recipe`) holds `version = 1` and these keys, the options that decide what "
+              "precision each op gets: " + ", ".join(f"`{s.key}`" for s in recipe_specs()) + "."]
     return "\n".join(lines) + "\n"
 
 

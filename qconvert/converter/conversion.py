@@ -70,6 +70,7 @@ def run_conversion(model: bytes | str | os.PathLike, options: ConvertOptions, pr
     ``stop_before``: end before that stage (``Result.model`` is then empty)."""
     with _no_cyclic_gc():
         graph, notes = load_graph(model, options)
+        notes = list(options.precision.recipe_notes) + notes  # how the recipe was read (values given beside it)
         calibration = _calibration(graph, options, progress)  # the samples' shapes checked against the inputs
         if is_tflite(model):
             _check_computes(graph, "the model" if isinstance(model, (bytes, bytearray)) else f"'{os.fspath(model)}'")
