@@ -5,7 +5,7 @@ Quantizer's shipped recipes read into the options their documented meaning gives
 written by hand from their recipe_manager's rules, not from our output).
 
 The conversions themselves (a recipe gives the file its flags give, and the ops the precision it
-asks for) are in tests/e2e/test_recipe.py."""
+asks for) are in tests/e2e/test_recipe_precisions.py."""
 
 from __future__ import annotations
 
