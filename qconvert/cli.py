@@ -288,13 +288,15 @@ def dump(model: str, as_json: bool, sel_ops: bool, sel_tensors: bool, sel_metada
 @click.option("--debug", is_flag=True, help="Show a traceback on errors.")
 def run(model: str, input_path: str, output: str | None, trace: bool, quantize_inputs: bool, integer_fc: bool,
         runtime: str, rounding: str, debug: bool) -> None:
-    """Run a quantized .tflite with integers only (int8, uint8, 16x8).
+    """Run a quantized .tflite (int8, uint8, 16x8, and float islands) as TFLite's reference kernels.
 
-    The arithmetic is TFLite's reference kernels, driven by the multipliers,
-    shifts, clamps and tables qconvert stores in the file (computed from the
-    file's scales, once, for a file another converter wrote); every tensor equals
-    LiteRT's BUILTIN_REF bit for bit (FULLY_CONNECTED, which LiteRT 2.3 rounds in
-    double precision, from the stored 64-bit factor, emulated with integers).
+    The integer arithmetic is driven by the multipliers, shifts, clamps and tables
+    qconvert stores in the file (computed from the file's scales, once, for a file
+    another converter wrote); float islands (--keep-float) run LiteRT's reference
+    float kernels in their order of summation. Every tensor equals LiteRT's
+    BUILTIN_REF bit for bit (FULLY_CONNECTED, which LiteRT 2.3 rounds in double
+    precision, from the stored 64-bit factor, emulated with integers; an int8 SUM
+    follows LiteRT's optimized kernel, BUILTIN_REF's being wrong: a note says so).
     --runtime tflm and --rounding reproduce other runtimes' arithmetic.
     """
     def work() -> None:
