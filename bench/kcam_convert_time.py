@@ -81,8 +81,12 @@ def main() -> int:
                     "--inputs", "input", "--outputs", "Identity", "--calibration-data", str(folder / "x.npy")]
             theirs = [sys.executable, "-c", TF_PTQ, str(folder / "m.pb"), str(folder / "x.npy"),
                       str(folder / "t.tflite"), str(shape[1])]
-            q_s, q_mb = _median(ours, args.repeats)
-            t_s, t_mb = _median(theirs, args.repeats)
+            try:
+                q_s, q_mb = _median(ours, args.repeats)
+                t_s, t_mb = _median(theirs, args.repeats)
+            except SystemExit as exc:  # measure() exits with the child's stderr: a model neither converts
+                print(f"{name:20} {shape[1]:>4} | failed: {str(exc).strip().splitlines()[-1][:120]}", flush=True)
+                continue
             ratios.append(t_s / q_s)
             print(f"{name:20} {shape[1]:>4} | {q_s:10.3f} {t_s:7.3f} {t_s / q_s:7.1f}x | {q_mb:11.0f} {t_mb:7.0f}",
                   flush=True)
