@@ -104,9 +104,11 @@ def int16_boundaries(graph: Graph, ctx: Context, ranges: Mapping[str, tuple[floa
     island meets the int8 model reads through a requantize to the reader's bits, reported once."""
     if not ctx.int16_ops:
         return
+    keep = ctx.options.precision.keep_float
+    floats = set(choose_ops(graph, keep, "--keep-float", "keeps float")) if keep else set()
     said: set[tuple[str, int]] = set()
     for node in list(graph.nodes):
-        if not compute(node):
+        if not compute(node) or node in floats:  # a float reader dequantizes the int16 result itself
             continue
         mine = ctx.bits(node)
         for slot in float_operands(node.op, node.inputs):
@@ -126,6 +128,8 @@ def int16_boundaries(graph: Graph, ctx: Context, ranges: Mapping[str, tuple[floa
                 raise ConversionError(f"--int16: tensor '{src}' between {producer.op if producer else 'the input'} and "
                                       f"{node.op} '{node.name}' has no calibrated range to requantize it with")
             insert_qdq_on_edge(graph, node, slot, params, origin)
+            if producer in floats:  # the float island's QUANTIZE goes straight to int16 (said there)
+                continue
             if (src, mine) not in said:
                 said.add((src, mine))
                 into = f"into the 16x8 {node.op} '{node.name}'" if mine == 16 else f"for the int8 {node.op} '{node.name}'"

@@ -64,9 +64,25 @@ def keep_float(graph: Graph, ctx: Context) -> bool:
             if dropped:
                 ctx.note(f"tensor '{src}' stays float32 between float ops: the FakeQuant range on it "
                          f"({_params(graph, dropped[0].outputs[0])}) is not applied")
+    for node in chosen:  # a float result an int16 op reads: QUANTIZE to int16 directly, no int8 hop
+        for out in node.outputs:
+            for q in [c for c in graph.consumers(out) if is_quantize(c)]:
+                for reader_q in _int16_requantizes(graph, q.outputs[0]):
+                    reader_q.inputs[0] = out
     graph.prune()
     _report_boundaries(graph, ctx, list(chosen))
     return True
+
+
+def _int16_requantizes(graph: Graph, tensor: str) -> list[Node]:
+    """The QUANTIZE nodes to int16 reached from ``tensor`` (a float result's int8 QUANTIZE output)
+    through one DEQUANTIZE: an int16 reader's requantize."""
+    out = []
+    for dq in graph.consumers(tensor):
+        if is_dequantize(dq):
+            out += [q for q in graph.consumers(dq.outputs[0])
+                    if is_quantize(q) and graph.tensors[q.outputs[0]].dtype == "int16"]
+    return out
 
 
 def _params(graph: Graph, tensor: str) -> str:

@@ -203,12 +203,25 @@ def test_qconvert_run_executes_the_mixed_file_as_litert_ref(pb: bytes, pattern: 
     oracle.assert_run_equals_litert(ours, n=16)
 
 
-def test_qconvert_run_executes_int8_int16_and_float_in_one_file(pb: bytes) -> None:
-    """--int16 on the first two Dense and --keep-float ^TANH$: int16 FULLY_CONNECTED, QUANTIZE int16 → int8,
-    DEQUANTIZE, float TANH, QUANTIZE, int8 FULLY_CONNECTED; every tensor as LiteRT REF has it."""
-    ours, _ = plp._ours(pb, int16=["model/dense/"], keep_float=["^TANH$"])
+@pytest.mark.parametrize("keys", [dict(int16=["model/dense/"], keep_float=["^TANH$"]),
+                                  dict(keep_float=["model/dense/Relu"], int16=["^TANH$"])], ids=["int16-float", "float-int16"])
+def test_qconvert_run_executes_int8_int16_and_float_in_one_file(pb: bytes, keys: dict) -> None:
+    """An int16 island next to a float island meets it directly: --int16 on the first two Dense and
+    --keep-float ^TANH$ give int16 FULLY_CONNECTED → DEQUANTIZE (of the int16 tensor) → float TANH →
+    QUANTIZE → int8 FULLY_CONNECTED; the other way round, float FULLY_CONNECTED → QUANTIZE (to int16)
+    → 16x8 TANH. No int8 tensor between them (an int8 hop at the wide tensor's range would undo the
+    promotion: its scale is 1.78). Every tensor as LiteRT REF has it; the output SNR against the float
+    model is the promotions' (≥ 28 dB, full int8: 6.5)."""
+    ours, notes = plp._ours(pb, **keys)
     sg = read_model(ours).subgraphs[0]
     assert {sg.tensors[op.outputs[0]].dtype for op in sg.operators} == {"int8", "int16", "float32"}
+    producer = {t: op for op in sg.operators for t in op.outputs}
+    for op in sg.operators:  # no QUANTIZE → DEQUANTIZE (or DEQUANTIZE → QUANTIZE) chain between the islands
+        before = producer.get(op.inputs[0])
+        if op.builtin in ("QUANTIZE", "DEQUANTIZE") and before is not None:
+            assert before.builtin not in ("QUANTIZE", "DEQUANTIZE"), (before.builtin, op.builtin)
+    assert not any(n.startswith("boundary") and "requantized to int8" in n and "TANH" in n for n in notes), notes
+    assert plp._snr(pb, ours) >= 28.0
     assert oracle.assert_run_equals_litert_everywhere(ours, n=64) >= 8
 
 
