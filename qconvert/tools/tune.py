@@ -330,9 +330,9 @@ def tune(model: bytes | str | os.PathLike, options: ConvertOptions, eval_data: A
                     rows.append(Row(unit[0], producer_of[unit[0]].op, len(takes[unit[0]]), snr))
                 word = "float alone" if round_no == 1 else f"float on top (round {round_no})"
                 echo(f"sensitivity {k + 1}/{len(units)}: {what} ({producer_of[unit[0]].op}) {word}: {snr:.1f} dB")
-            added = False
+            added, start = False, current.snr  # the scores are gains over the round's start
             for snr, _, unit in sorted(scores, key=lambda s: (-s[0], s[1])):
-                if target.met(current) or snr < current.snr + MIN_GAIN_DB:
+                if target.met(current) or snr < start + MIN_GAIN_DB:
                     break  # met, or nothing further down the list gains on its own
                 if any(t in chosen for t in unit):
                     continue

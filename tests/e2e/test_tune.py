@@ -172,3 +172,12 @@ def test_usage_errors_exit_2(args: list[str], message: str, capsys: pytest.Captu
     err = capsys.readouterr().err
     assert rc == 2 and message in err and len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "o.tflite").exists()
+
+
+def test_deterministic(case: dict) -> None:  # type: ignore[type-arg]
+    if case["name"] != "attention":
+        pytest.skip("one model is enough")
+    rc1, out1, rec1 = _tune(case, "--min-snr", "30")
+    first = (out1.read_bytes(), rec1.read_text())
+    rc2, out2, rec2 = _tune(case, "--min-snr", "30")
+    assert rc1 == rc2 == 0 and (out2.read_bytes(), rec2.read_text()) == first
