@@ -347,6 +347,9 @@ def tune(model: bytes | str | os.PathLike, options: ConvertOptions, eval_data: A
                     except (ConversionError, UsageError):  # no 16x8 form of an op, ...
                         continue
                 best = _pick(tried, target)
+                if best == "int16" and tried["int16"].snr < current.snr + MIN_GAIN_DB and "float" in tried \
+                        and tried["float"].snr >= current.snr + MIN_GAIN_DB:
+                    best = "float"  # int16 gains nothing where float does
                 if best is None or tried[best].snr < current.snr + MIN_GAIN_DB and not target.met(tried[best]):
                     echo(f"search: {what} gains nothing on top "
                          f"({', '.join(f'{m} {v.snr:.1f} dB' for m, v in tried.items())}): skipped")
