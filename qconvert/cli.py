@@ -15,7 +15,7 @@ from typing import Any, Sequence
 
 import click
 
-COMMANDS = ("convert", "calibrate", "batch", "merge-reports", "dump", "run", "compare", "check")
+COMMANDS = ("convert", "calibrate", "tune", "batch", "merge-reports", "dump", "run", "compare", "check")
 
 
 class _DefaultToConvert(click.Group):
@@ -96,6 +96,7 @@ def cli() -> None:
     qconvert run MODEL.tflite --input x.npz
     qconvert check MODEL.tflite --target tflm --target ethos-u55-128
     qconvert compare MODEL.pb MODEL.tflite --data x.npz
+    qconvert tune MODEL.pb --calibration-data x.npz --eval-data y.npz --min-snr 30
     """
 
 
@@ -177,6 +178,55 @@ def calibrate(model: str, debug: bool, **words: Any) -> None:
         click.echo(f"wrote {options.calibration.save_stats}: {kind} of {len(stats.lo)} tensor(s) over "
                    f"{stats.samples} sample(s) in {time.perf_counter() - t0:.2f} s (graph {stats.fingerprint[:12]})",
                    err=True)
+
+    _guard(work, debug)
+
+
+@cli.command()
+@click.argument("model", type=click.Path(dir_okay=True, path_type=str))
+@click.option("-o", "--output", "output", type=click.Path(path_type=str),
+              help="Output .tflite (default: MODEL with .tflite; MODEL_quant.tflite for a .tflite MODEL).")
+@click.option("--eval-data", "eval_data", required=True, type=click.Path(path_type=str), metavar="PATH",
+              help="Held-out float samples (as --calibration-data) on which the budget is checked; the search "
+                   "never sees them.")
+@click.option("--min-snr", "min_snr", type=float, metavar="DB",
+              help="Budget: output SNR against the float model of at least DB on --eval-data.")
+@click.option("--max-drop", "max_drop", type=float, metavar="PCT",
+              help="Budget: top-1 accuracy on --eval-data at most PCT points below the float model's (needs "
+                   "--labels).")
+@click.option("--labels", "labels", type=click.Path(path_type=str), metavar="L.npy",
+              help="Class ids of the --eval-data samples, in order (.npy or a one-array .npz), for --max-drop.")
+@click.option("--recipe-out", "recipe_out", type=click.Path(path_type=str), metavar="FILE.toml",
+              help="Also write the chosen precision as a recipe (keep_float / int16 patterns) for convert --recipe.")
+@_option_flags("tune")
+@click.option("--debug", is_flag=True, help="Show a traceback on errors.")
+def tune(model: str, output: str | None, eval_data: str, min_snr: float | None, max_drop: float | None,
+         labels: str | None, recipe_out: str | None, debug: bool, **words: Any) -> None:
+    """Find the fewest tensors to promote (16x8 where int16 suffices, else float) so that the int8
+    model meets an error budget on held-out data; write the model and its recipe (docs/tune.md).
+
+    Calibrates once on --calibration-data (a quarter of it, at most 64 samples, set aside to score
+    candidates), ranks every tensor by the output SNR it gives when kept float alone, adds them
+    greedily until the budget holds on those samples, then checks it on --eval-data. Exit 0 when met
+    (files written), 1 when not (one line: the best found and its cost; nothing written), 2 usage.
+    """
+
+    def work() -> None:
+        from qconvert import api
+        from qconvert.options import ConvertOptions
+        from qconvert.tools import tune as tuner
+
+        options = ConvertOptions.from_cli(words, "tune")
+        tuner.check_usage(options, min_snr, max_drop, labels)
+        target = output or str(api.default_output(model))
+        result = tuner.tune(model, options, eval_data, min_snr, max_drop, labels,
+                            echo=lambda s: click.echo(f"qconvert: tune: {s}", err=True))
+        click.echo(tuner.render_table(result), nl=False)
+        if not result.met:
+            click.echo(f"qconvert: error: {result.failure()}", err=True)
+            sys.exit(1)
+        tuner.write(result, target, recipe_out)
+        click.echo(f"wrote {target}" + (f" and {recipe_out}" if recipe_out else ""), err=True)
 
     _guard(work, debug)
 

@@ -178,14 +178,14 @@ class _LiteRTModel:
     engine = "LiteRT built-in kernels"
     notes: tuple[str, ...] = ()  # LiteRT's own kernels: nothing departs from them
 
-    def __init__(self, data: bytes) -> None:
+    def __init__(self, data: bytes, keep_all: bool = True) -> None:
         try:
             self.model = read_tflite(data)
         except ValueError as exc:
             raise RunError(str(exc)) from None
 
         try:
-            self._it = interpreter(data)
+            self._it = interpreter(data, preserve_all_tensors=keep_all)
         except ValueError as exc:
             raise RunError(f"LiteRT cannot load the .tflite: {exc}") from None
         self.tensors = self.model.tensors
@@ -202,6 +202,8 @@ class _LiteRTModel:
                 x = np.clip(q, -32768, 32767).astype(np.int16)
             self._it.set_tensor(i, x.astype(np.dtype(t.dtype)))
         self._it.invoke()
+        if not trace:  # the outputs only
+            return {n: self._it.get_tensor(i).copy() for i, n in zip(self.model.outputs, self.output_names)}, {}
         values = {}
         for k, t in enumerate(self.tensors):
             if t.data is None:
