@@ -27,7 +27,7 @@ import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from qconvert.errors import UsageError
 from qconvert.io import write_atomic
@@ -86,18 +86,24 @@ def load_recipe(path: str | os.PathLike) -> Recipe:
     return Recipe({k: v for k, v in doc.items() if k != "version"}, (), "qconvert", name)
 
 
-def write_recipe(path: str | os.PathLike, values: Mapping[str, Any]) -> None:
+def write_recipe(path: str | os.PathLike, values: Mapping[str, Any], comments: Sequence[str] = ()) -> None:
     """Write ``values`` (option keys, e.g. ``{"int16": ["dense_1/BiasAdd"], "keep_float": [...]}``)
     as a recipe: TOML for ``.toml``, JSON for ``.json``, ``version = 1`` first; None values (the
-    default) are left out, tuples written as lists. Atomic: no partial file."""
+    default) are left out, tuples written as lists; ``comments`` as ``#`` lines at the top of a TOML
+    recipe (JSON has none). Atomic: no partial file."""
     name = os.fspath(path)
     kind = _kind(name, f"recipe '{name}'")
+    text = recipe_text(values, comments, kind)
+    write_atomic(name, text.encode("utf-8"))
+
+
+def recipe_text(values: Mapping[str, Any], comments: Sequence[str] = (), kind: str = "toml") -> str:
+    """The text :func:`write_recipe` writes (``kind``: "toml" or "json")."""
     doc = {"version": VERSION, **{k: _plain(v, k) for k, v in values.items() if v is not None and k != "version"}}
     if kind == "json":
-        text = json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
-    else:
-        text = "".join(f"{_toml_key(k)} = {_toml(v, k)}\n" for k, v in doc.items())
-    write_atomic(name, text.encode("utf-8"))
+        return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+    head = "".join(f"# {line}\n" for c in comments for line in str(c).splitlines())
+    return head + "".join(f"{_toml_key(k)} = {_toml(v, k)}\n" for k, v in doc.items())
 
 
 # ---------------------------------------------------------------------------------- writing

@@ -42,7 +42,7 @@ if TYPE_CHECKING:  # the samples, the executor and the statistics load only when
     from qconvert.calibration.stats import Stats
 from qconvert.errors import ConversionError
 from qconvert.ir import Graph
-from qconvert.calibration.precision import choose_int16_ops, int16_boundaries
+from qconvert.calibration.precision import choose_int16_ops, choose_ops, int16_boundaries
 from qconvert.ir.passes import Context, Origin
 from qconvert.ir.qdq import insert_qdq_after, is_dequantize, is_quantize
 from qconvert.ops import Rule, float_operands, pool_fill, row
@@ -265,9 +265,11 @@ def default_workers() -> int:
     return max(1, min(cores, 4))
 
 
-def record_ranges(graph: Graph, calib: Calibration, names: list[str]) -> dict[str, tuple[float, float]]:
+def record_ranges(graph: Graph, calib: Calibration, names: list[str], promoted: frozenset = frozenset()
+                  ) -> dict[str, tuple[float, float]]:
     """Each observed tensor's range: from the samples, or from ``--stats`` files (merged), by
-    ``calib.options.method``; the statistics are kept in ``calib.recorded``."""
+    ``calib.options.method``; the statistics are kept in ``calib.recorded``. ``promoted``: the ops of
+    --int16/--keep-float islands, whose operands keep their own ranges (no in-place union)."""
     from qconvert.calibration import methods as cm
     from qconvert.calibration.stats import fingerprint, histogram_bins, merged
 
@@ -286,7 +288,7 @@ def record_ranges(graph: Graph, calib: Calibration, names: list[str]) -> dict[st
         raise ConversionError(f"tensor '{bad[0]}' takes non-finite values on the calibration data; "
                               "check the data and the model")
     if calib.options.method == "minmax":
-        _in_place_unions(graph, lo, hi)
+        _in_place_unions(graph, lo, hi, promoted)
         return {n: (lo[n], hi[n]) for n in names if n in lo}
     assert stats.hist is not None
     out = {}
@@ -309,14 +311,18 @@ def record_ranges(graph: Graph, calib: Calibration, names: list[str]) -> dict[st
 _SCALAR_TENSOR_BYTES = 8  # arena_planner.h kScalarTensorBytes
 
 
-def _in_place_unions(graph: Graph, lo: dict[str, float], hi: dict[str, float]) -> None:
+def _in_place_unions(graph: Graph, lo: dict[str, float], hi: dict[str, float], promoted: frozenset = frozenset()
+                     ) -> None:
     """TensorFlow's calibrator runs the float model in a TFLite interpreter and logs each
     op's inputs after the op ran. When the arena planner let an ADD/SUB/MUL write its
     output into an operand's buffer (``ArenaPlanner::IdentifyInPlaceTensors``: the
     first operand, in order, of the same byte size (> 8), read by no other node, not a
     graph input, whose buffer's root is read once, and the output is not a graph
     output), that operand is logged holding the output's values: its range becomes the
-    union of both. Measured on TF 2.21 (tests/calibration/test_calibrate.py)."""
+    union of both. Measured on TF 2.21 (tests/calibration/test_calibrate.py). An op of a
+    --int16/--keep-float island (``promoted``) is left out: the union is an artefact of TensorFlow's
+    logging that no TensorFlow file of a mixed model has to match, and it would hand the island's
+    int8 operand the island's wide range (an attention's ``scores + mask``: the mask's -1e4)."""
     refcount: dict[str, int] = {}
     for name in graph.outputs:
         refcount[name] = refcount.get(name, 0) + 1
@@ -328,8 +334,8 @@ def _in_place_unions(graph: Graph, lo: dict[str, float], hi: dict[str, float]) -
     inputs, outputs = set(graph.inputs), set(graph.outputs)
     for node in graph.nodes:
         r = row(node.op)  # in_place: the kernel may write its output into an operand's buffer
-        if r is None or not r.in_place or not node.outputs:  # (kTfLiteInplaceOpInput0Shared | ...1Shared)
-            continue
+        if r is None or not r.in_place or not node.outputs or node in promoted:  # (kTfLiteInplaceOpInput0Shared
+            continue  # | ...1Shared)
         out = node.outputs[0]
         t_out = graph.tensors[out]
         if out in outputs or t_out.shape is None:
@@ -417,7 +423,7 @@ def calibrate(graph: Graph, ctx: Context) -> bool:
         ctx.legacy_float_scale = True  # TensorFlow's post-training quantizer (mlir_quantize)
     choose_int16_ops(graph, ctx)
     t0 = time.perf_counter()
-    stats = record_ranges(graph, calib, names) if calib.has_data else {}
+    stats = record_ranges(graph, calib, names, _promoted(graph, ctx)) if calib.has_data else {}
     seconds = time.perf_counter() - t0
     if calib.options.save_stats is not None and calib.recorded is not None:
         calib.recorded.save(calib.options.save_stats)
@@ -452,6 +458,13 @@ def calibrate(graph: Graph, ctx: Context) -> bool:
         ctx.note(f"calibrated {len(kept)} tensor range(s) on {where}{calib.recorded.samples} sample(s) "
                  f"in {seconds:.2f} s ({calib.options.method}{engine})")
     return bool(names) or bool(by_hand)
+
+
+def _promoted(graph: Graph, ctx: Context) -> frozenset:
+    """The ops --int16 and --keep-float take (the latter chosen again in ``prepare``)."""
+    keep = ctx.options.precision.keep_float
+    floats = choose_ops(graph, keep, "--keep-float", "keeps float") if keep else {}
+    return frozenset(ctx.int16_ops) | frozenset(floats)
 
 
 def _warn_zero_divisors(graph: Graph, ranges: dict[str, tuple[float, float]], ctx: Context) -> None:

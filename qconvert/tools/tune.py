@@ -15,10 +15,14 @@ per-tensor promotion (``--int16`` or ``--keep-float``) whose file meets an error
 4. Search, greedy in that order: each tensor is tried in int16 (16x8) and in float on top of
    those already chosen; int16 is kept when it comes within ``INT16_ENOUGH_DB`` of float (or
    meets the budget), float otherwise; a tensor that gains less than ``MIN_GAIN_DB`` is skipped.
-   It stops when the budget is met; then each chosen tensor is dropped again if the budget holds
-   without it (last chosen first).
-5. Check: the chosen file is scored on ``--eval-data``, samples the search never saw; only a file
-   that meets the budget there is written (with its recipe).
+   Rounds repeat on what is left (then pairs: a tensor with one its producer reads) until the
+   budget is met, or a round gains less than ``ROUND_GAIN_DB`` in all (the budget is out of reach:
+   exit 1, saying how close it got). Then each chosen tensor is dropped again if the budget holds
+   without it on the tuning samples (last chosen first), the margin given up; if the evaluation
+   below fails that pruned choice, the search's own is evaluated instead.
+5. Check: the chosen promotion is converted as ``convert --recipe`` would (calibrated on every
+   calibration sample) and that file is scored on ``--eval-data``, samples the search never saw;
+   only a file that meets the budget there is written (with its recipe).
 
 May import: ``qconvert.api`` (conversions), ``qconvert.converter``, ``qconvert.calibration``
 (samples, the float executor), ``qconvert.tools.compare`` (the SNR sums, LiteRT model),
@@ -45,6 +49,7 @@ from qconvert.converter.conversion import run_conversion
 from qconvert.errors import ConversionError, UsageError
 from qconvert.io import write_atomic
 from qconvert.options import ConvertOptions
+from qconvert.recipe import write_recipe
 from qconvert.schema.reader import read_model
 from qconvert.tools.compare import _LiteRTModel, _Stats
 
@@ -52,6 +57,7 @@ TUNE_SAMPLES = 64  # calibration samples the search scores on (drawn with --seed
 TUNE_MARGIN_DB = 1.0  # the search aims this far above --min-snr on the tuning samples (they are few)
 INT16_ENOUGH_DB = 1.0  # int16 is chosen when its SNR comes this close to float's
 MIN_GAIN_DB = 0.1  # a promotion gaining less is not made
+ROUND_GAIN_DB = 1.0  # a round of the search gaining less in all ends it (a budget out of reach)
 RECIPE_VERSION = 1
 
 
@@ -297,6 +303,13 @@ def tune(model: bytes | str | os.PathLike, options: ConvertOptions, eval_data: A
                 keep_float=[pattern(t) for t, m in chosen.items() if m == "float"],
                 int16=[pattern(t) for t, m in chosen.items() if m == "int16"])).model
 
+        def convert_all(chosen: Mapping[str, str]) -> bytes:
+            """The file `convert --recipe` writes: calibrated on every --calibration-data sample."""
+            count[0] += 1
+            return api.convert(model, None, options.replace(
+                keep_float=[pattern(t) for t, m in chosen.items() if m == "float"],
+                int16=[pattern(t) for t, m in chosen.items() if m == "int16"])).model
+
         full_model = convert({})
         full = tune_ref.measure(full_model)
         echo(f"full int8: {full.text()} on {len(tune_ref)} tuning sample(s); {n_compute} compute ops, "
@@ -356,26 +369,39 @@ def tune(model: bytes | str | os.PathLike, options: ConvertOptions, eval_data: A
                     continue
                 chosen, current, added = trials[best], tried[best], True  # type: ignore[assignment]
                 echo(f"search: {what} {best} -> {current.text()}")
+            if added and current.snr < start + ROUND_GAIN_DB and not target.met(current):
+                echo(f"search: round {round_no} gained {current.snr - start:.1f} dB (less than {ROUND_GAIN_DB:g}); "
+                     f"stopping: the budget is out of reach at this rate")
+                break
             if added:
                 pairs = False
             elif not pairs:
                 pairs = True
             else:
                 break
+        searched, searched_measure = dict(chosen), current
         if chosen and target.met(current):
-            for tensor in list(reversed(chosen)):  # drop what the others made unnecessary
+            # drop what the others made unnecessary: down to the budget itself on the tuning samples
+            # (the margin was for the search); the evaluation below decides whether that holds
+            for tensor in list(reversed(chosen)):
                 rest = {t: m for t, m in chosen.items() if t != tensor}
                 m = tune_ref.measure(convert(rest))
-                if target.met(m):
+                if budget.met(m):
                     echo(f"prune: '{tensor}' not needed ({m.text()} without it)")
                     chosen, current = rest, m
+        final = convert_all(chosen)
+        evaluated = eval_ref.measure(final)
+        if chosen != searched and not budget.met(evaluated, labelled=True):
+            echo(f"evaluation: the pruned choice gives {evaluated.text()}; back to the search's choice "
+                 f"(its {TUNE_MARGIN_DB:g} dB margin)")
+            chosen, current = searched, searched_measure
+            final = convert_all(chosen)
+            evaluated = eval_ref.measure(final)
         for row in rows:
             row.mode = chosen.get(row.tensor, "")
-        final = convert(chosen) if chosen else full_model
-        evaluated = eval_ref.measure(final)
-        full_eval = eval_ref.measure(full_model) if chosen else evaluated
+        full_eval = eval_ref.measure(convert_all({})) if chosen else evaluated
         promoted = set().union(*(takes[t] for t in chosen)) if chosen else set()
-        met = target.met(current) and budget.met(evaluated, labelled=True)
+        met = budget.met(current) and budget.met(evaluated, labelled=True)
         echo(f"evaluation on {len(eval_ref)} held-out sample(s): {evaluated.text()}")
         return Tuned(met, budget, n_compute, full, full_eval, rows, chosen, len(promoted), current, evaluated,
                      final, count[0], len(tune_ref), len(eval_ref))
@@ -418,37 +444,6 @@ def _pick(tried: Mapping[str, Measure], budget: Budget) -> str | None:
 # ---------------------------------------------------------------------------------- output
 
 
-def _toml_string(s: str) -> str:
-    out = []
-    for ch in s:
-        if ch == "\\":
-            out.append("\\\\")
-        elif ch == '"':
-            out.append('\\"')
-        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
-            out.append(f"\\u{ord(ch):04X}")
-        else:
-            out.append(ch)
-    return '"' + "".join(out) + '"'
-
-
-def recipe_text(values: Mapping[str, Any], comments: Sequence[str] = ()) -> str:
-    """The recipe as TOML: batch-manifest keys (``version``, ``keep_float``, ``int16``)."""
-    lines = [f"# {c}" for c in comments]
-    for key, value in values.items():
-        if isinstance(value, (list, tuple)):
-            lines.append(f"{key} = [" + ", ".join(_toml_string(str(v)) for v in value) + "]")
-        elif isinstance(value, str):
-            lines.append(f"{key} = {_toml_string(value)}")
-        else:
-            lines.append(f"{key} = {value}")
-    return "\n".join(lines) + "\n"
-
-
-def _write_recipe(path: str | os.PathLike, values: Mapping[str, Any], comments: Sequence[str] = ()) -> None:
-    write_atomic(path, recipe_text(values, comments).encode("utf-8"))
-
-
 def write(result: Tuned, output: str | os.PathLike, recipe_out: str | os.PathLike | None) -> None:
     """The model, then the recipe (a budget met only: the caller checks ``result.met``)."""
     for target in (output, recipe_out):
@@ -456,7 +451,7 @@ def write(result: Tuned, output: str | os.PathLike, recipe_out: str | os.PathLik
             raise ConversionError(f"cannot write '{target}': directory '{Path(target).parent}' does not exist")
     write_atomic(output, result.model)
     if recipe_out is not None:
-        _write_recipe(recipe_out, result.recipe, [
+        write_recipe(recipe_out, result.recipe, [
             f"qconvert tune: {result.budget.text()}; {result.evaluated.text()} on {result.eval_samples} evaluation "
             f"sample(s), full int8 {result.full_eval.text()}",
             f"{result.promoted_ops} of {result.compute_ops} compute ops promoted; use: qconvert convert MODEL "

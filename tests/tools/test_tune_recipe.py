@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import tomllib
 
+from qconvert.recipe import recipe_text
 from qconvert.tools import tune
 
 
@@ -12,7 +13,7 @@ def test_recipe_text_is_toml_with_the_manifest_keys() -> None:
     names = ['model/dense_1/BiasAdd', 'a.b+c(d)[e]*', 'quote"back\\slash', 'tab\tname', 'ünï/名前']
     values = {"version": 1, "keep_float": [tune.pattern(n) for n in names[:3]],
               "int16": [tune.pattern(n) for n in names[3:]]}
-    text = tune.recipe_text(values, ["a comment"])
+    text = recipe_text(values, ["a comment"])
     back = tomllib.loads(text)
     assert back == values
     for n, p in zip(names, back["keep_float"] + back["int16"]):
