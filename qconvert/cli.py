@@ -198,35 +198,66 @@ def calibrate(model: str, debug: bool, **words: Any) -> None:
               help="Class ids of the --eval-data samples, in order (.npy or a one-array .npz), for --max-drop.")
 @click.option("--recipe-out", "recipe_out", type=click.Path(path_type=str), metavar="FILE.toml",
               help="Also write the chosen precision as a recipe (keep_float / int16 patterns) for convert --recipe.")
+@click.option("--html", "html_path", type=click.Path(path_type=str), metavar="REPORT.html",
+              help="Write one self-contained HTML report: the budget, the search's steps, the sensitivity table and "
+                   "compare's chart and graph of the tuned file on --eval-data (written when the budget is not met "
+                   "too: docs/tune.md).")
+@click.option("--model-explorer", "explorer_path", type=click.Path(path_type=str), metavar="FILE.json",
+              help="Write each op's SNR in the tuned file as Model Explorer node data (as compare --model-explorer).")
 @_option_flags("tune")
 @click.option("--debug", is_flag=True, help="Show a traceback on errors.")
 def tune(model: str, output: str | None, eval_data: str, min_snr: float | None, max_drop: float | None,
-         labels: str | None, recipe_out: str | None, debug: bool, **words: Any) -> None:
+         labels: str | None, recipe_out: str | None, html_path: str | None, explorer_path: str | None, debug: bool,
+         **words: Any) -> None:
     """Find the fewest tensors to promote (16x8 where int16 suffices, else float) so that the int8
     model meets an error budget on held-out data; write the model and its recipe (docs/tune.md).
 
     Calibrates once on --calibration-data (a quarter of it, at most 64 samples, set aside to score
     candidates), ranks every tensor by the output SNR it gives when kept float alone, adds them
     greedily until the budget holds on those samples, then checks it on --eval-data. Exit 0 when met
-    (files written), 1 when not (one line: the best found and its cost; nothing written), 2 usage.
+    (files written), 1 when not (one line: the best found and its cost; nothing written but the
+    --html / --model-explorer reports of that best file), 2 usage.
     """
 
     def work() -> None:
+        from pathlib import Path
+
         from qconvert import api
+        from qconvert.errors import ConversionError
+        from qconvert.io import write_atomic
         from qconvert.options import ConvertOptions
         from qconvert.tools import tune as tuner
 
         options = ConvertOptions.from_cli(words, "tune")
         tuner.check_usage(options, min_snr, max_drop, labels)
         target = output or str(api.default_output(model))
+        for report_path in (html_path, explorer_path):  # before the search: no late surprise
+            if report_path is not None and not Path(report_path).resolve().parent.is_dir():
+                raise ConversionError(f"cannot write '{report_path}': directory '{Path(report_path).parent}' "
+                                      f"does not exist")
         result = tuner.tune(model, options, eval_data, min_snr, max_drop, labels,
                             echo=lambda s: click.echo(f"qconvert: tune: {s}", err=True))
         click.echo(tuner.render_table(result), nl=False)
+        reports: dict[str, bytes] = {}  # made before anything is written: a failure leaves no file
+        if html_path or explorer_path:  # the best file's reports, the budget met or not
+            from qconvert.tools import tune_html
+
+            report, info = tune_html.layer_report(result, model, options, target if result.met else None)
+            if html_path:
+                reports[html_path] = tune_html.render(result, model, report, info).encode("utf-8")
+            if explorer_path:
+                reports[explorer_path] = tune_html.model_explorer_json(report).encode("utf-8")
+        if result.met:
+            tuner.write(result, target, recipe_out)
+            click.echo(f"wrote {target}" + (f" and {recipe_out}" if recipe_out else ""), err=True)
+        for report_path, data in reports.items():
+            write_atomic(report_path, data)
+        if reports:
+            click.echo("wrote " + " and ".join(reports)
+                       + ("" if result.met else " (of the best file found; the budget is not met)"), err=True)
         if not result.met:
             click.echo(f"qconvert: error: {result.failure()}", err=True)
             sys.exit(1)
-        tuner.write(result, target, recipe_out)
-        click.echo(f"wrote {target}" + (f" and {recipe_out}" if recipe_out else ""), err=True)
 
     _guard(work, debug)
 

@@ -164,6 +164,19 @@ class Row:
     ops: int  # compute ops a promotion of it takes (producer and readers)
     alone: float  # output SNR (tuning samples) with this tensor alone kept float
     mode: str = ""  # "int16" / "float" when chosen
+    covers: tuple[tuple[str, str], ...] = ()  # (op type, first output) of each op the promotion takes
+
+
+@dataclass
+class Step:
+    """One decision of the search, as its progress line says it (the HTML report draws them)."""
+
+    kind: str  # "chosen", "skipped", "pruned", "reverted", "stopped"
+    tensors: tuple[str, ...]
+    mode: str  # the mode chosen ("int16" / "float"), "" otherwise
+    tried: dict[str, float]  # mode -> output SNR (dB, tuning samples) of the trial
+    snr: float  # the output SNR (tuning samples) of the choice after this step
+    text: str  # the progress line
 
 
 @dataclass
@@ -183,6 +196,11 @@ class Tuned:
     tune_samples: int
     eval_samples: int
     notes: list[str] = field(default_factory=list)
+    log: list[str] = field(default_factory=list)  # every progress line, in order
+    steps: list[Step] = field(default_factory=list)
+    eval_arrays: dict[str, np.ndarray] = field(default_factory=dict, repr=False)  # the evaluation samples, per input
+    target_snr: float | None = None  # what the search aimed at on the tuning samples (--min-snr + its margin)
+    outputs: list[str] = field(default_factory=list)  # the graph's output tensors (the file's outputs, in order)
 
     @property
     def recipe(self) -> dict[str, Any]:
@@ -257,6 +275,12 @@ def tune(model: bytes | str | os.PathLike, options: ConvertOptions, eval_data: A
     """Search the smallest promotion meeting the budget (module docstring). Writes nothing."""
     check_usage(options, min_snr, max_drop, labels)
     budget = Budget(min_snr, max_drop)
+    log: list[str] = []
+    steps: list[Step] = []
+
+    def say(line: str) -> None:  # every progress line is also kept for the report
+        log.append(line)
+        echo(line)
     if not isinstance(model, (bytes, bytearray)) and Path(model).is_file():
         model = Path(model).read_bytes()  # read once: every candidate converts from these bytes
     c = options.calibration
@@ -280,7 +304,7 @@ def tune(model: bytes | str | os.PathLike, options: ConvertOptions, eval_data: A
     if calibrated.stats is None:
         raise ConversionError("the graph has no tensor to calibrate: every range comes from FakeQuants; "
                               "tune works on float graphs")
-    echo(f"calibrated on {calibrated.stats.samples} sample(s); {held} more set aside for tuning; the float "
+    say(f"calibrated on {calibrated.stats.samples} sample(s); {held} more set aside for tuning; the float "
          f"model's outputs on them and on the evaluation samples")
     tune_ref = Reference(floats, Samples.from_arrays({n: a[total - held:] for n, a in whole.items()}))
     eval_ref = Reference(floats, _samples(eval_data, shapes, None, options, "--eval-data"),
@@ -312,7 +336,7 @@ def tune(model: bytes | str | os.PathLike, options: ConvertOptions, eval_data: A
 
         full_model = convert({})
         full = tune_ref.measure(full_model)
-        echo(f"full int8: {full.text()} on {len(tune_ref)} tuning sample(s); {n_compute} compute ops, "
+        say(f"full int8: {full.text()} on {len(tune_ref)} tuning sample(s); {n_compute} compute ops, "
              f"{len(candidates)} tensor(s) to try")
         rows: list[Row] = []
         chosen: dict[str, str] = {}
@@ -336,13 +360,14 @@ def tune(model: bytes | str | os.PathLike, options: ConvertOptions, eval_data: A
                 try:
                     snr = tune_ref.measure(convert(trial)).snr  # type: ignore[arg-type]
                 except (ConversionError, UsageError) as exc:  # cannot be kept float here: never chosen
-                    echo(f"sensitivity {k + 1}/{len(units)}: {what} cannot be promoted ({exc})")
+                    say(f"sensitivity {k + 1}/{len(units)}: {what} cannot be promoted ({exc})")
                     continue
                 scores.append((snr, k, unit))
                 if round_no == 1:
-                    rows.append(Row(unit[0], producer_of[unit[0]].op, len(takes[unit[0]]), snr))
+                    rows.append(Row(unit[0], producer_of[unit[0]].op, len(takes[unit[0]]), snr,
+                                    covers=tuple((n.op, n.outputs[0] if n.outputs else n.name) for n in takes[unit[0]])))
                 word = "float alone" if round_no == 1 else f"float on top (round {round_no})"
-                echo(f"sensitivity {k + 1}/{len(units)}: {what} ({producer_of[unit[0]].op}) {word}: {snr:.1f} dB")
+                say(f"sensitivity {k + 1}/{len(units)}: {what} ({producer_of[unit[0]].op}) {word}: {snr:.1f} dB")
             added, start = False, current.snr  # the scores are gains over the round's start
             for snr, _, unit in sorted(scores, key=lambda s: (-s[0], s[1])):
                 if target.met(current) or snr < start + MIN_GAIN_DB:
@@ -364,14 +389,17 @@ def tune(model: bytes | str | os.PathLike, options: ConvertOptions, eval_data: A
                         and tried["float"].snr >= current.snr + MIN_GAIN_DB:
                     best = "float"  # int16 gains nothing where float does
                 if best is None or tried[best].snr < current.snr + MIN_GAIN_DB and not target.met(tried[best]):
-                    echo(f"search: {what} gains nothing on top "
+                    say(f"search: {what} gains nothing on top "
                          f"({', '.join(f'{m} {v.snr:.1f} dB' for m, v in tried.items())}): skipped")
+                    steps.append(Step("skipped", unit, "", {m: v.snr for m, v in tried.items()}, current.snr, log[-1]))
                     continue
                 chosen, current, added = trials[best], tried[best], True  # type: ignore[assignment]
-                echo(f"search: {what} {best} -> {current.text()}")
+                say(f"search: {what} {best} -> {current.text()}")
+                steps.append(Step("chosen", unit, best, {m: v.snr for m, v in tried.items()}, current.snr, log[-1]))
             if added and current.snr < start + ROUND_GAIN_DB and not target.met(current):
-                echo(f"search: round {round_no} gained {current.snr - start:.1f} dB (less than {ROUND_GAIN_DB:g}); "
+                say(f"search: round {round_no} gained {current.snr - start:.1f} dB (less than {ROUND_GAIN_DB:g}); "
                      f"stopping: the budget is out of reach at this rate")
+                steps.append(Step("stopped", (), "", {}, current.snr, log[-1]))
                 break
             if added:
                 pairs = False
@@ -387,14 +415,16 @@ def tune(model: bytes | str | os.PathLike, options: ConvertOptions, eval_data: A
                 rest = {t: m for t, m in chosen.items() if t != tensor}
                 m = tune_ref.measure(convert(rest))
                 if budget.met(m):
-                    echo(f"prune: '{tensor}' not needed ({m.text()} without it)")
+                    say(f"prune: '{tensor}' not needed ({m.text()} without it)")
                     chosen, current = rest, m
+                    steps.append(Step("pruned", (tensor,), "", {}, m.snr, log[-1]))
         final = convert_all(chosen)
         evaluated = eval_ref.measure(final)
         if chosen != searched and not budget.met(evaluated, labelled=True):
-            echo(f"evaluation: the pruned choice gives {evaluated.text()}; back to the search's choice "
+            say(f"evaluation: the pruned choice gives {evaluated.text()}; back to the search's choice "
                  f"(its {TUNE_MARGIN_DB:g} dB margin)")
             chosen, current = searched, searched_measure
+            steps.append(Step("reverted", tuple(chosen), "", {}, current.snr, log[-1]))
             final = convert_all(chosen)
             evaluated = eval_ref.measure(final)
         for row in rows:
@@ -402,9 +432,11 @@ def tune(model: bytes | str | os.PathLike, options: ConvertOptions, eval_data: A
         full_eval = eval_ref.measure(convert_all({})) if chosen else evaluated
         promoted = set().union(*(takes[t] for t in chosen)) if chosen else set()
         met = budget.met(current) and budget.met(evaluated, labelled=True)
-        echo(f"evaluation on {len(eval_ref)} held-out sample(s): {evaluated.text()}")
+        say(f"evaluation on {len(eval_ref)} held-out sample(s): {evaluated.text()}")
+        eval_arrays = {n: np.concatenate([f[n] for f in eval_ref.feeds]) for n in floats.inputs}
         return Tuned(met, budget, n_compute, full, full_eval, rows, chosen, len(promoted), current, evaluated,
-                     final, count[0], len(tune_ref), len(eval_ref))
+                     final, count[0], len(tune_ref), len(eval_ref), log=log, steps=steps, eval_arrays=eval_arrays,
+                     target_snr=target.min_snr, outputs=[_source(graph, o) for o in graph.outputs])
 
 
 def _source(graph: Any, tensor: str) -> str:

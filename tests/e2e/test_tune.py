@@ -10,6 +10,9 @@ reproduce the file through ``convert`` with its keys.
 
 from __future__ import annotations
 
+import html
+import json
+import re
 import tomllib
 from pathlib import Path
 
@@ -180,3 +183,115 @@ def test_deterministic(case: dict) -> None:  # type: ignore[type-arg]
     first = (out1.read_bytes(), rec1.read_text())
     rc2, out2, rec2 = _tune(case, "--min-snr", "30")
     assert rc1 == rc2 == 0 and (out2.read_bytes(), rec2.read_text()) == first
+
+
+# ---------------------------------------------------------------------------
+# tune --html / --model-explorer: the report of what tune decided (oracles: LiteRT's reading of the tuned
+# file for each op's precision, the SNR computed above from TensorFlow's float model and LiteRT REF,
+# Chromium for the page's script)
+
+
+def _kind(name: str, in_types: list[str]) -> str:
+    """An op's precision as LiteRT's tensor types say it (compare --html's rule)."""
+    if name in ("QUANTIZE", "DEQUANTIZE"):
+        return "conv"
+    return "float" if "float32" in in_types else "int16" if "int16" in in_types else "int8"
+
+
+def _tune_html(case: dict, budget: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]):  # type: ignore[type-arg]
+    page, nodes = tmp_path / "tune.html", tmp_path / "tune.json"
+    rc, out, recipe = _tune(case, "--min-snr", budget, "--html", str(page), "--model-explorer", str(nodes))
+    captured = capsys.readouterr()
+    return rc, out, recipe, page, nodes, captured
+
+
+@pytest.mark.parametrize("name", ["attention", "wide_weights"])  # a 16x8 island; float islands
+def test_html_report_marks_each_ops_precision_as_the_file_says(
+        case: dict, name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[type-arg]
+    import html_report
+
+    from qconvert.tools.tune_html import tensors_in_table
+
+    if case["name"] != name:
+        pytest.skip("another model")
+    rc, out, recipe, page, nodes, captured = _tune_html(case, "30", tmp_path, capsys)
+    assert rc == 0, captured.err
+    text = page.read_text()
+    html_report.well_formed(text)  # self-contained: no http(s)://, every link in the page
+    ops = html_report.litert_ops(out)
+    kinds = [_kind(n, t) for n, t, _ in ops]
+    # every op of the tuned file is drawn, marked by the precision LiteRT's tensor types give it
+    boxes = html_report.nodes(text)
+    assert sorted(boxes) == list(range(len(ops)))
+    for k, kind in enumerate(kinds):
+        assert f"k-{kind}" in boxes[k], (k, ops[k], boxes[k])
+    assert ("int16" in kinds) == (name == "attention") and ("float" in kinds) == (name == "wide_weights")
+    # the sensitivity table has every tensor tune printed, one row each
+    printed = [line.split()[0] for line in captured.out.splitlines()[2:] if line.startswith("  ")]
+    assert sorted(tensors_in_table(text)) == sorted(printed) and len(printed) >= 6
+    # each row's "in the file" is its writer's precision in LiteRT; each chosen tensor's op is promoted so
+    writer = {t: k for k, (_, _, outs) in enumerate(ops) for t in outs}
+    writer.update({t: writer[o] for t, o in [("model/ff2/BiasAdd", "Identity"), ("model/d4/BiasAdd", "Identity")]
+                   if o in writer})
+    rows = re.findall(r'<tr data-i="(\d+)"( class="chosen (\w+)")? data-tensor="([^"]+)">.*?<td class="prec">'
+                      r'(\w+)</td></tr>', text)
+    assert len(rows) == len(printed)
+    chosen = 0
+    for i, _, mode, tensor, prec in rows:
+        assert int(i) == writer[tensor] and prec == kinds[int(i)], (tensor, i, prec, ops[int(i)])
+        if mode:
+            chosen += 1
+            assert kinds[int(i)] == mode
+    values = tomllib.loads(recipe.read_text())
+    assert chosen == len(values["int16"] + values["keep_float"]) >= 1
+    # the header's held-out SNR is the one TensorFlow's float model and LiteRT REF give the file
+    oracle_snr = _snr(case, out.read_bytes())
+    shown = float(re.search(r"output SNR: <b>(-?[\d.]+) dB</b> on 100 held-out", text).group(1))
+    assert abs(shown - oracle_snr) < 0.5, (shown, oracle_snr)
+    assert '<span class="verdict met">budget met</span>' in text
+    # the search's steps, as its progress lines said them
+    steps = [line.split("qconvert: tune: ")[1] for line in captured.err.splitlines() if "tune: search:" in line]
+    assert steps and all(html.escape(s) in text for s in steps)
+    # Model Explorer node data: keyed by the tuned file's operator indices
+    doc = json.loads(nodes.read_text())
+    assert doc["results"] and {int(k) for k in doc["results"]} <= set(range(len(ops)))
+
+
+def test_html_report_when_the_budget_is_not_met(case: dict, tmp_path: Path,  # type: ignore[type-arg]
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """Exit 1, no model, no recipe; the report is written all the same and says how close it got."""
+    import html_report
+
+    if case["name"] != "wide_weights":
+        pytest.skip("one model is enough")
+    rc, out, recipe, page, nodes, captured = _tune_html(case, "200", tmp_path, capsys)
+    assert rc == 1 and not out.exists() and not recipe.exists()
+    error = [e for e in captured.err.splitlines() if e.startswith("qconvert: error:")]
+    assert len(error) == 1 and "cannot meet 200 dB" in error[0]
+    text = page.read_text()
+    html_report.well_formed(text)
+    assert '<span class="verdict miss">budget NOT met</span>' in text and "not written" in text
+    assert html.escape(error[0].split("qconvert: error: ")[1]) in text
+    assert json.loads(nodes.read_text())["results"]
+
+
+def test_html_report_in_headless_chromium(case: dict, tmp_path: Path,  # type: ignore[type-arg]
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """The page's script runs (it marks the root with the number of boxes it wired, selects the worst
+    op), the sensitivity table is drawn; the screenshot is far from blank."""
+    import html_report
+
+    if case["name"] != "attention":
+        pytest.skip("one model is enough")
+    html_report.browser()
+    rc, out, _, page, _, captured = _tune_html(case, "30", tmp_path, capsys)
+    assert rc == 0, captured.err
+    dom = html_report.chromium(tmp_path, "--virtual-time-budget=5000", "--dump-dom", page.as_uri())
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert f'data-qc-ready="{len(html_report.litert_ops(out))}"' in dom.stdout, dom.stdout[:300]
+    assert re.search(r'<tr data-i="\d+"[^>]*\bsel\b', dom.stdout) or "<td>SNR op alone</td>" in dom.stdout
+    png = tmp_path / "tune.png"
+    shot = html_report.chromium(tmp_path, f"--screenshot={png}", "--window-size=1400,1800", page.as_uri())
+    assert shot.returncode == 0 and png.is_file(), shot.stderr[-2000:]
+    width, height, raw = html_report.png_pixels(png)
+    assert (width, height) == (1400, 1800) and len(set(raw)) > 100

@@ -14,17 +14,19 @@ import json
 import math
 import random
 import re
-import shutil
-import struct
 import subprocess
 import sys
 import time
-import zlib
-from html.parser import HTMLParser
 from pathlib import Path
 
 import numpy as np
 import pytest
+from html_report import browser as _browser
+from html_report import chromium as _chromium
+from html_report import litert_ops as _litert_ops
+from html_report import nodes as _nodes
+from html_report import png_pixels as _png_pixels
+from html_report import well_formed as _well_formed
 
 from qconvert.schema.reader import ModelInfo, OpInfo, SubgraphInfo, TensorInfo
 from qconvert.tools import compare_html
@@ -121,63 +123,6 @@ def test_layout_scales_to_a_600_op_graph() -> None:
 # the report of real files
 
 
-class _Checker(HTMLParser):
-    """Well-formedness: every non-void element closed in order; collects ids and URLs."""
-
-    VOID = {"meta", "br", "input", "img", "hr", "link", "col", "path", "rect", "circle", "line", "stop"}
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.stack: list[str] = []
-        self.errors: list[str] = []
-        self.ids: set[str] = set()
-        self.urls: list[str] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        a = dict(attrs)
-        if "id" in a:
-            if a["id"] in self.ids:
-                self.errors.append(f"duplicate id {a['id']}")
-            self.ids.add(str(a["id"]))
-        self.urls += [str(v) for k, v in attrs if k in ("src", "href", "xlink:href") and v]
-        if tag not in self.VOID:
-            self.stack.append(tag)
-
-    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.urls += [str(v) for k, v in attrs if k in ("src", "href") and v]
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag in self.VOID:
-            return
-        if not self.stack or self.stack[-1] != tag:
-            self.errors.append(f"</{tag}> closes <{self.stack[-1] if self.stack else None}>")
-        else:
-            self.stack.pop()
-
-
-def _well_formed(text: str) -> _Checker:
-    c = _Checker()
-    c.feed(text)
-    c.close()
-    assert not c.errors and not c.stack, (c.errors[:5], c.stack)
-    assert not re.search(r"https?://", text), "the report must not reference the network"
-    assert all(u.startswith("#") for u in c.urls), c.urls
-    return c
-
-
-def _litert_ops(tflite: Path) -> list[tuple[str, list[str], list[str]]]:
-    """(op name, input dtypes, output tensor names) per operator, as LiteRT reads the file."""
-    from ai_edge_litert.interpreter import Interpreter
-
-    it = Interpreter(model_path=str(tflite))
-    details = {t["index"]: t for t in it.get_tensor_details()}
-    out = []
-    for op in it._get_ops_details():
-        out.append((op["op_name"], [details[i]["dtype"].__name__ for i in op["inputs"] if i >= 0],
-                    [details[i]["name"] for i in op["outputs"]]))
-    return out
-
-
 @pytest.fixture(scope="module")
 def bad(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
     pytest.importorskip("tensorflow", reason="the models are built with TensorFlow")
@@ -221,11 +166,6 @@ def tensorflow_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Pa
     mixed.write_bytes(debugger.get_nondebug_quantized_model())
     i16.write_bytes(oracle.tf_ptq_convert(m, {"input": x}, int16=True))
     return pb, data, mixed, i16
-
-
-def _nodes(text: str) -> dict[int, str]:
-    """op index → the class attribute of its box in the graph."""
-    return {int(i): cls for cls, i in re.findall(r'<g class="(node[^"]*)" id="n(\d+)"', text)}
 
 
 def test_report_has_every_layer_and_marks_the_worst(bad: tuple[Path, Path, Path]) -> None:
@@ -332,35 +272,6 @@ def test_cli_writes_the_html_and_the_node_data(bad: tuple[Path, Path, Path], tmp
 
 # ---------------------------------------------------------------------------
 # a real browser
-
-
-def _browser() -> str:
-    for name in ("chromium", "chromium-browser", "google-chrome", "chrome"):
-        found = shutil.which(name)
-        if found:
-            return found
-    pytest.skip("no Chromium installed (Debian: apt-get install chromium): the headless browser check is skipped")
-
-
-def _chromium(tmp: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([_browser(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                           f"--user-data-dir={tmp / 'profile'}", *args], capture_output=True, text=True, timeout=120)
-
-
-def _png_pixels(path: Path) -> tuple[int, int, bytes]:
-    """Width, height and the decompressed scanlines of a PNG (enough to see it is not blank)."""
-    data = path.read_bytes()
-    assert data[:8] == b"\x89PNG\r\n\x1a\n"
-    pos, idat, width, height = 8, b"", 0, 0
-    while pos < len(data):
-        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
-        body = data[pos + 8:pos + 8 + length]
-        if kind == b"IHDR":
-            width, height = struct.unpack(">II", body[:8])
-        elif kind == b"IDAT":
-            idat += body
-        pos += 12 + length
-    return width, height, zlib.decompress(idat)
 
 
 def test_the_report_runs_in_headless_chromium(bad: tuple[Path, Path, Path], tmp_path: Path) -> None:

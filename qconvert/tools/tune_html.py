@@ -1,0 +1,322 @@
+"""``qconvert tune ... --html REPORT.html`` and ``--model-explorer FILE.json``: what tune decided, and why.
+
+One self-contained HTML page (compare's: ``compare_html.page``) with, above compare's per-layer
+sections, tune's own: the budget and whether it holds on the held-out evaluation samples, full
+int8 against the tuned file on the tuning and the evaluation samples, the search's steps (a chart
+of the output SNR after each and the list of what was tried, chosen, skipped, pruned), and the
+sensitivity table (each tensor, its op, the ops a promotion of it covers, its "float alone" SNR,
+the mode chosen and the precision the file gives its op, read from the file's tensor types).
+The per-layer sections are ``compare`` of the tuned file against the float model on the
+evaluation samples: every op coloured by its error and marked by its precision (int8, 16x8,
+float: the islands tune made).
+
+When the budget is not met the page is written all the same: it shows the best file the search
+found (not written) and how far it is from the budget.
+
+May import: ``qconvert.tools.tune``, ``qconvert.tools.compare_html`` and what they import.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Sequence
+
+from qconvert.converter.conversion import is_tflite
+from qconvert.io import write_atomic
+from qconvert.options import ConvertOptions
+from qconvert.schema.reader import ModelInfo
+from qconvert.schema.reader import read_model as read_tflite
+from qconvert.tools import compare_html as ch
+from qconvert.tools.compare import Report, compare
+from qconvert.tools.tune import Tuned
+
+
+def layer_report(result: Tuned, model: bytes | str | os.PathLike, options: ConvertOptions,
+                 output: str | None) -> tuple[Report, ModelInfo]:
+    """``compare`` of the tuned file (``result.model``) against the float ``model`` on the evaluation
+    samples tune checked the budget on; ``output``: where the file was written (None: the budget is
+    not met, the file is the best found and was not written)."""
+    with tempfile.TemporaryDirectory(prefix="qconvert-tune-html-") as tmp:
+        tfl = Path(tmp) / "tuned.tflite"
+        tfl.write_bytes(result.model)
+        source: str | os.PathLike = model if not isinstance(model, (bytes, bytearray)) else \
+            Path(tmp) / ("model.tflite" if is_tflite(model) else "model.pb")
+        if isinstance(model, (bytes, bytearray)):
+            Path(source).write_bytes(model)
+        report = compare(source, tfl, result.eval_arrays, inputs=options.inputs, outputs=options.outputs,
+                         input_shapes=dict(options.input_shapes) or None)
+    report.pb = str(model) if not isinstance(model, (bytes, bytearray)) else "(the model's bytes)"
+    report.tflite = str(output) if output is not None else NOT_WRITTEN
+    return report, read_tflite(result.model)
+
+
+NOT_WRITTEN = "the best file found (not written: the budget is not met)"
+
+
+def render(result: Tuned, model: bytes | str | os.PathLike, report: Report, info: ModelInfo) -> str:
+    """The page, from ``layer_report``'s report of the tuned file."""
+    ops = ch._ops(report, info)
+    name = report.tflite
+    title = f"qconvert tune: {Path(report.pb).name if not isinstance(model, (bytes, bytearray)) else 'model'}"
+    b = result.budget
+    verdict = ("met", "budget met") if result.met else ("miss", "budget NOT met")
+    outs = ch.output_rows(report, info)
+    out_snr = " · ".join(f"<b>{ch._fmt(ch._snr(r.e2e.snr_db()))}</b> ({html.escape(ch._label(n, 40))})" if r else
+                         f"<b>–</b> ({html.escape(ch._label(n, 40))})" for n, r in outs)
+    header = _HEADER.format(
+        title=html.escape(title), verdict_cls=verdict[0], verdict=verdict[1], budget=html.escape(b.text()),
+        evaluated=html.escape(result.evaluated.text()), full=html.escape(result.full_eval.text()),
+        eval_n=result.eval_samples, tune_n=result.tune_samples, model=html.escape(report.pb),
+        tflite=html.escape(name), promoted=result.promoted_ops, compute=result.compute_ops,
+        tensors=len(result.chosen), chosen=_chosen_text(result), conversions=result.conversions,
+        prec_text=ch.precision_counts(ops))
+    before = (_summary(result) + _search(result) + _sensitivity(result, info)
+              + f'<section id="layers-intro"><h2>The {"tuned" if result.met else "best"} file, layer by layer</h2>'
+              f'<p class="note"><code>qconvert compare</code> of {html.escape(name)} against the float model on '
+              f'the {report.samples} evaluation sample(s): output SNR {out_snr} (compare\'s float side is the '
+              f'unfused float graph, tune\'s the fused one: the two may differ by a few tenths of a dB). Each op '
+              f'below is coloured by its error and marked by its precision, read from the file\'s tensor types: '
+              f'the 16x8 and float islands are the promotions above.</p></section>')
+    footer = (f"Generated by qconvert tune ({result.conversions} conversions); {len(report.unmapped)} op(s) not "
+              f"measured by compare. This file needs no network.")
+    return ch.page(title, header, report, info, footer, before=before, css=_CSS, ops=ops)
+
+
+def model_explorer_json(report: Report) -> str:
+    """compare's Model Explorer node data (per-op SNR keyed by operator index) of the tuned file."""
+    return ch.model_explorer_text(report)
+
+
+def write_html(result: Tuned, model: bytes | str | os.PathLike, options: ConvertOptions, output: str | None,
+               path: str | os.PathLike) -> None:
+    """The page in one call (the library's; the CLI renders first, then writes everything)."""
+    report, info = layer_report(result, model, options, output)
+    write_atomic(path, render(result, model, report, info).encode("utf-8"))
+
+
+# ---------------------------------------------------------------------------
+
+
+def _chosen_text(result: Tuned) -> str:
+    if not result.chosen:
+        return "nothing (full int8)"
+    return ", ".join(f'<code>{html.escape(ch._label(t, 40))}</code> {_mode_badge(m)}' for t, m in result.chosen.items())
+
+
+def _mode_badge(mode: str) -> str:
+    if not mode:
+        return '<span class="mode none">int8</span>'
+    return f'<span class="mode {mode}">{"16x8" if mode == "int16" else "float"}</span>'
+
+
+def _summary(result: Tuned) -> str:
+    b = result.budget
+
+    def cell(m: Any, ok: bool | None) -> str:
+        cls = "" if ok is None else (' class="ok"' if ok else ' class="bad"')
+        return f"<td{cls}>{html.escape(m.text())}</td>"
+
+    rows = [f"<tr><th>full int8</th>{cell(result.full, b.met(result.full))}"
+            f"{cell(result.full_eval, b.met(result.full_eval, labelled=True))}</tr>",
+            f"<tr><th>{'tuned' if result.met else 'best found'}</th>{cell(result.tuned, b.met(result.tuned))}"
+            f"{cell(result.evaluated, b.met(result.evaluated, labelled=True))}</tr>"]
+    aim = (f"; the search aims at {result.target_snr:g} dB on the tuning samples (they are few)"
+           if result.target_snr is not None and b.min_snr is not None else "")
+    verdict = (f"The budget ({html.escape(b.text())}) holds on the {result.eval_samples} evaluation sample(s), which "
+               f"neither the calibration nor the search saw: the model and the recipe were written."
+               if result.met else
+               f"<b>Not met</b>: {html.escape(result.failure())}. Nothing but this report was written (exit 1); "
+               f"what the page shows below is that best file.")
+    return (f'<section id="summary"><h2>Budget</h2><p>{verdict}</p>'
+            f'<table class="summary"><thead><tr><th></th><th>tuning samples ({result.tune_samples}: calibration '
+            f'samples set aside)</th><th>evaluation samples ({result.eval_samples}: --eval-data, held out)</th>'
+            f'</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+            f'<p class="note">Output SNR against the float model (the worst output){aim}. Green: the budget holds; '
+            f'red: it does not. {result.promoted_ops} of {result.compute_ops} compute ops promoted '
+            f'({len(result.chosen)} tensor(s)).</p></section>')
+
+
+def _points(result: Tuned) -> list[tuple[str, float, str, str]]:
+    """(label, SNR, kind, tip) per point of the search chart: full int8, each step, the evaluation."""
+    pts = [("full int8", result.full.snr, "start", f"full int8: {result.full.text()} (tuning samples)")]
+    for s in result.steps:
+        if s.kind in ("chosen", "skipped"):
+            what = " + ".join(ch._label(t, 22) for t in s.tensors)
+            label = f"{what} {'16x8' if s.mode == 'int16' else s.mode}" if s.kind == "chosen" else f"{what} ✗"
+            best = max(s.tried.values(), default=s.snr) if s.kind == "skipped" else s.snr
+            pts.append((label, best, s.kind, s.text))
+        elif s.kind == "pruned":
+            pts.append((f"− {ch._label(s.tensors[0], 22)}", s.snr, s.kind, s.text))
+        elif s.kind == "reverted":
+            pts.append(("back to the search's choice", s.snr, s.kind, s.text))
+    pts.append(("evaluation", result.evaluated.snr, "eval",
+                f"{'tuned' if result.met else 'best found'} on the {result.eval_samples} evaluation sample(s): "
+                f"{result.evaluated.text()}"))
+    return pts
+
+
+def _search(result: Tuned) -> str:
+    pts = _points(result)
+    lines = [v for v in (result.budget.min_snr, result.target_snr) if v is not None]
+    finite = [p[1] for p in pts if math.isfinite(p[1])] + lines
+    lo = math.floor(min(0.0, *finite) / 10) * 10
+    hi = math.ceil((max(finite) + 3) / 10) * 10
+    step, left, ph, bottom = max(86.0, 480.0 / len(pts)), 48.0, 200.0, 118.0
+    width, height = left + step * len(pts) + 30, 14 + ph + bottom
+
+    def y(v: float) -> float:
+        v = hi if v == math.inf else lo if v == -math.inf else v
+        return 14 + ph * (hi - max(lo, min(hi, v))) / (hi - lo)
+
+    out = [f'<svg id="search-svg" width="{width:.0f}" height="{height:.0f}" viewBox="0 0 {width:.0f} {height:.0f}">']
+    for g in range(int(lo), int(hi) + 1, 10):
+        out.append(f'<line class="grid" x1="{left}" x2="{width - 10:.0f}" y1="{y(g):.1f}" y2="{y(g):.1f}"/>'
+                   f'<text class="ax" x="{left - 6}" y="{y(g) + 4:.1f}" text-anchor="end">{g}</text>')
+    out.append(f'<text class="ax" transform="translate(13,{14 + ph / 2:.0f}) rotate(-90)" text-anchor="middle">'
+               f'output SNR (dB)</text>')
+    if result.budget.min_snr is not None:
+        out.append(f'<line class="budget" x1="{left}" x2="{width - 10:.0f}" y1="{y(result.budget.min_snr):.1f}" '
+                   f'y2="{y(result.budget.min_snr):.1f}"/><text class="budget-l" x="{left + 4}" '
+                   f'y="{y(result.budget.min_snr) + 13:.1f}">budget {result.budget.min_snr:g} dB'
+                   f'</text>')
+    if result.target_snr is not None and result.target_snr != result.budget.min_snr:
+        out.append(f'<line class="aim" x1="{left}" x2="{width - 10:.0f}" y1="{y(result.target_snr):.1f}" '
+                   f'y2="{y(result.target_snr):.1f}"/><text class="aim-l" x="{left + 4}" '
+                   f'y="{y(result.target_snr) - 4:.1f}">search aims {result.target_snr:g} dB</text>')
+    xs = [left + step * (k + 0.5) for k in range(len(pts))]
+    path = [(xs[k], y(v)) for k, (_, v, kind, _) in enumerate(pts) if kind not in ("skipped", "eval")]
+    if len(path) > 1:
+        out.append('<polyline class="trace" points="' + " ".join(f"{a:.1f},{b:.1f}" for a, b in path) + '"/>')
+    for k, (label, v, kind, tip) in enumerate(pts):
+        x, yy = xs[k], y(v)
+        out.append(f'<g class="pt {kind}"><title>{html.escape(tip)}</title>')
+        if kind == "skipped":
+            out.append(f'<path d="M{x - 5:.1f},{yy - 5:.1f} l10,10 m0,-10 l-10,10"/>')
+        elif kind == "eval":
+            out.append(f'<rect x="{x - 6:.1f}" y="{yy - 6:.1f}" width="12" height="12" '
+                       f'fill="{ch.colour(v)}"/>')
+        else:
+            out.append(f'<circle cx="{x:.1f}" cy="{yy:.1f}" r="5.5" fill="{ch.colour(v)}"/>')
+        out.append(f'<text class="val" x="{x:.1f}" y="{yy - 10:.1f}" text-anchor="middle">{ch._fmt(v, "")}</text>'
+                   f'<text class="xl" transform="translate({x + 4:.1f},{14 + ph + 8:.0f}) rotate(-40)" '
+                   f'text-anchor="end">{html.escape(label)}</text></g>')
+    out.append(f'<line class="axis" x1="{left}" x2="{width - 10:.0f}" y1="{14 + ph}" y2="{14 + ph}"/></svg>')
+    steps = "".join(f'<li class="{s.kind}"><span class="kind">{s.kind}</span> {html.escape(s.text)}</li>'
+                    for s in result.steps) or "<li>no step: full int8 already meets the budget</li>"
+    log = html.escape("\n".join(result.log))
+    return (f'<section id="search"><h2>Search</h2><p class="note">Output SNR on the {result.tune_samples} tuning '
+            f'sample(s) after each step: circles are promotions kept (and prunings), crosses a tensor tried '
+            f'on top that gained nothing, the square the chosen file on the {result.eval_samples} evaluation '
+            f'sample(s). Hover a point for its progress line.</p><div class="scrollx">{"".join(out)}</div>'
+            f'<ol class="steps">{steps}</ol><details><summary>every progress line ({len(result.log)})</summary>'
+            f'<pre>{log}</pre></details></section>')
+
+
+def _file_ops(result: Tuned, info: ModelInfo) -> dict[str, int]:
+    """tensor name (the float graph's) -> index of the op that writes it in the file: by name, and
+    for the model's outputs (the file names them after the graph's output nodes) by position, through
+    a final QUANTIZE / DEQUANTIZE."""
+    writer = {info.tensors[o].name: k for k, op in enumerate(info.operators) for o in op.outputs if o >= 0}
+    by_index = {o: k for k, op in enumerate(info.operators) for o in op.outputs if o >= 0}
+    for name, t in zip(result.outputs, info.outputs):
+        k = by_index.get(t)
+        while k is not None and "→" in ch.precision(info, info.operators[k]) and info.operators[k].inputs:
+            k = by_index.get(info.operators[k].inputs[0])
+        if k is not None:
+            writer.setdefault(name, k)
+    return writer
+
+
+def _sensitivity(result: Tuned, info: ModelInfo) -> str:
+    writer = _file_ops(result, info)
+    island = {t: r.tensor for r in result.rows if r.mode for _, t in r.covers}  # an op's output -> the promotion
+    full = result.full.snr
+    cols = [("tensor", "s"), ("op", "s"), ("ops it covers", "n"), ("float alone dB", "n"), ("gain dB", "n"),
+            ("chosen", "s"), ("in the file", "s")]
+    out = ['<table class="sortable" id="sensitivity"><thead><tr>']
+    out += [f'<th data-t="{t}">{html.escape(c)}</th>' for c, t in cols]
+    out.append("</tr></thead><tbody>")
+    top = max([r.alone for r in result.rows if math.isfinite(r.alone)] + [1.0])
+    for r in sorted(result.rows, key=lambda r: -r.alone):
+        k = writer.get(r.tensor)
+        prec = ch.precision(info, info.operators[k]) if k is not None else ""
+        di = f' data-i="{k}"' if k is not None else ""
+        cls = f' class="chosen {r.mode}"' if r.mode else ""
+        covers = "<br>".join(f'{html.escape(op)} <span class="t">{html.escape(ch._label(t, 36))}</span>'
+                             for op, t in r.covers)
+        w = max(0.0, min(1.0, r.alone / top)) * 90 if math.isfinite(r.alone) else 90
+        gain = r.alone - full
+        out.append(f'<tr{di}{cls} data-tensor="{html.escape(r.tensor)}"><td class="name" title="'
+                   f'{html.escape(r.tensor)}">{html.escape(r.tensor)}</td><td>{html.escape(r.op)}</td>'
+                   f'<td data-v="{r.ops}" class="covers"><b>{r.ops}</b> {covers}</td>'
+                   f'<td data-v="{r.alone!r}"><span class="hbar" style="width:{w:.0f}px;background:'
+                   f'{ch.colour(r.alone)}"></span>{ch._fmt(r.alone, "")}</td>'
+                   f'<td data-v="{gain!r}">{gain:+.1f}</td><td>{_mode_badge(r.mode) if r.mode else _with(island.get(r.tensor))}</td>'
+                   f'<td class="prec">{html.escape(prec)}</td></tr>')
+    out.append("</tbody></table>")
+    return (f'<section id="sensitivity-sec"><h2>Sensitivity</h2><p class="note">Each tensor a compute op writes: '
+            f'the output SNR on the tuning samples when it alone is kept float (its producer and every op '
+            f'reading it: the ops it covers), its gain over full int8 ({ch._fmt(full)}), the mode the search '
+            f'chose and the precision its op has in the file (from the file\'s tensor types). Click a row to '
+            f'find the op in the graph; a column to sort.</p><div class="tablebox">{"".join(out)}</div>'
+            f'</section>')
+
+
+def _with(tensor: str | None) -> str:
+    if tensor is None:
+        return "–"
+    return f'<span class="with" title="{html.escape(tensor)}">with {html.escape(ch._label(tensor, 24))}</span>'
+
+
+def tensors_in_table(text: str) -> Sequence[str]:
+    """The tensors of the sensitivity table of a page (for tests and scripts)."""
+    import re
+
+    return [html.unescape(t) for t in re.findall(r'<tr[^>]*data-tensor="([^"]*)"', text)]
+
+
+_HEADER = """<header><h1>{title}</h1>
+<div class="facts"><span class="verdict {verdict_cls}">{verdict}</span><span class="big">{budget}: <b>{evaluated}</b> on {eval_n} held-out evaluation sample(s)</span><span class="big">full int8 <b>{full}</b></span></div>
+<div class="facts"><span>float model <b>{model}</b></span><span>tuned file <b>{tflite}</b></span>
+<span>{tune_n} tuning sample(s)</span><span>{conversions} conversions</span></div>
+<div class="facts"><span><b>{promoted}</b> of {compute} compute ops promoted ({tensors} tensor(s)): {chosen}</span>
+<span>file: {prec_text}</span></div>
+</header>
+"""
+
+_CSS = """
+.verdict{font-weight:700;font-size:15px;padding:1px 10px;border-radius:4px;color:#fff}
+.verdict.met{background:#2e7d32}.verdict.miss{background:#c62828}
+.mode{display:inline-block;font-size:11px;font-weight:600;color:#fff;padding:0 6px;border-radius:3px}
+.mode.int16{background:#1565c0}.mode.float{background:#6a1b9a}.mode.none{background:#37474f}
+table.summary td,table.summary th{text-align:left;padding:4px 12px}
+table.summary th{position:static;cursor:default}
+table.summary td.ok{background:#e8f5e9;color:#1b5e20;font-weight:600}
+table.summary td.bad{background:#ffebee;color:#b71c1c;font-weight:600}
+#search-svg .grid{stroke:#e6ebf0}#search-svg .axis{stroke:#90a4ae}
+#search-svg .ax,#search-svg .xl{font-size:10px;fill:#455a64}
+#search-svg .val{font-size:10px;fill:#1f2933;font-weight:600}
+#search-svg .budget{stroke:#c62828;stroke-width:1.5;stroke-dasharray:6 4}
+#search-svg .budget-l{font-size:11px;fill:#c62828;font-weight:600}
+#search-svg .aim{stroke:#90a4ae;stroke-dasharray:3 3}#search-svg .aim-l{font-size:10px;fill:#607080}
+#search-svg .trace{fill:none;stroke:#455a64;stroke-width:1.5}
+#search-svg circle,#search-svg rect{stroke:#263238;stroke-width:1.2}
+#search-svg .skipped path{stroke:#90a4ae;stroke-width:2}#search-svg .skipped .val{fill:#90a4ae}
+#search-svg .pruned circle{stroke-dasharray:2 2}
+ol.steps{margin:6px 0;padding-left:22px}ol.steps li{margin:1px 0}
+ol.steps .kind{display:inline-block;min-width:58px;font-size:11px;font-weight:600;color:#455a64}
+ol.steps li.chosen .kind{color:#2e7d32}ol.steps li.skipped{color:#78909c}ol.steps li.pruned .kind{color:#1565c0}
+ol.steps li.stopped .kind,ol.steps li.reverted .kind{color:#c62828}
+details pre{font-size:11px;max-height:260px;overflow:auto;background:#f5f7f9;padding:6px}
+#sensitivity td.covers{text-align:left;white-space:normal;font-size:11px;max-width:380px}
+#sensitivity td.covers .t{color:#607080}
+#sensitivity tr.chosen td{background:#f3e5f5}#sensitivity tr.chosen.int16 td{background:#e3f2fd}
+#sensitivity td,#sensitivity th{text-align:left}
+#sensitivity td:nth-child(4),#sensitivity td:nth-child(5),#sensitivity th:nth-child(4),#sensitivity th:nth-child(5){text-align:right}
+#sensitivity .with{font-size:11px;color:#607080}
+.hbar{display:inline-block;height:10px;border:1px solid #90a4ae;vertical-align:middle;margin-right:6px}
+"""
