@@ -40,9 +40,23 @@ def _shape(name: str) -> list[int]:
     return [1, tm.TOKENS, tm.WIDTH] if name == "attention" else [1, tm.WIDTH]
 
 
+_CASES: dict[str, dict] = {}  # type: ignore[type-arg]
+
+
 @pytest.fixture(scope="module", params=sorted(tm.BUILDERS))
 def case(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict:  # type: ignore[type-arg]
-    name = request.param
+    return _make_case(request.param, tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def case_of(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """One named model's case, for the checks one model is enough for."""
+    return lambda name: _make_case(name, tmp_path_factory)
+
+
+def _make_case(name: str, tmp_path_factory: pytest.TempPathFactory) -> dict:  # type: ignore[type-arg]
+    if name in _CASES:
+        return _CASES[name]
     d = tmp_path_factory.mktemp(name)
     pb = d / "model.pb"
     pb.write_bytes(tm.build(name))
@@ -52,7 +66,8 @@ def case(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
     fg = oracle.FloatGraph(pb.read_bytes(), ["input"], ["Identity"], {"input": _shape(name)})
     ref = oracle.tf_float_convert(fg)
     floats = [oracle.run_litert(ref, {"input": x[None]})[0].astype(np.float64) for x in ev]
-    return {"name": name, "dir": d, "pb": pb, "eval": ev, "floats": floats, "fg": fg}
+    _CASES[name] = {"name": name, "dir": d, "pb": pb, "eval": ev, "floats": floats, "fg": fg}
+    return _CASES[name]
 
 
 def _snr(case: dict, tflite: bytes) -> float:  # type: ignore[type-arg]
@@ -133,9 +148,8 @@ def test_tuned_file_runs_in_tflite_micro(case: dict) -> None:  # type: ignore[ty
     assert np.abs(micro.astype(np.int32) - ref.astype(np.int32)).max() <= 1
 
 
-def test_a_budget_it_cannot_meet_exits_1_and_writes_nothing(case: dict, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[type-arg]
-    if case["name"] != "wide_weights":
-        pytest.skip("one model is enough")
+def test_a_budget_it_cannot_meet_exits_1_and_writes_nothing(case_of, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
+    case = case_of("wide_weights")
     rc, out, recipe = _tune(case, "--min-snr", "200")
     err = capsys.readouterr().err
     assert rc == 1 and not out.exists() and not recipe.exists()
@@ -144,10 +158,9 @@ def test_a_budget_it_cannot_meet_exits_1_and_writes_nothing(case: dict, capsys: 
         and "compute ops" in line[0], line
 
 
-def test_max_drop_with_labels(case: dict, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[type-arg]
+def test_max_drop_with_labels(case_of, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[type-arg]
     """Labels = the float model's top-1 (TensorFlow): float accuracy 100 %; --max-drop 3 must hold in LiteRT REF."""
-    if case["name"] != "outliers":
-        pytest.skip("one model is enough")
+    case = case_of("outliers")
     labels = np.array([int(np.argmax(f)) for f in case["floats"]])
     np.save(case["dir"] / "labels.npy", labels)
     rc, out, _ = _tune(case, "--max-drop", "3", "--labels", str(case["dir"] / "labels.npy"))
@@ -176,9 +189,8 @@ def test_usage_errors_exit_2(args: list[str], message: str, capsys: pytest.Captu
     assert not (tmp_path / "o.tflite").exists()
 
 
-def test_deterministic(case: dict) -> None:  # type: ignore[type-arg]
-    if case["name"] != "attention":
-        pytest.skip("one model is enough")
+def test_deterministic(case_of) -> None:  # type: ignore[no-untyped-def]
+    case = case_of("attention")
     rc1, out1, rec1 = _tune(case, "--min-snr", "30")
     first = (out1.read_bytes(), rec1.read_text())
     rc2, out2, rec2 = _tune(case, "--min-snr", "30")
@@ -207,13 +219,12 @@ def _tune_html(case: dict, budget: str, tmp_path: Path, capsys: pytest.CaptureFi
 
 @pytest.mark.parametrize("name", ["attention", "wide_weights"])  # a 16x8 island; float islands
 def test_html_report_marks_each_ops_precision_as_the_file_says(
-        case: dict, name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[type-arg]
+        case_of, name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
     import html_report
 
     from qconvert.tools.tune_html import tensors_in_table
 
-    if case["name"] != name:
-        pytest.skip("another model")
+    case = case_of(name)
     rc, out, recipe, page, nodes, captured = _tune_html(case, "30", tmp_path, capsys)
     assert rc == 0, captured.err
     text = page.read_text()
@@ -257,13 +268,12 @@ def test_html_report_marks_each_ops_precision_as_the_file_says(
     assert doc["results"] and {int(k) for k in doc["results"]} <= set(range(len(ops)))
 
 
-def test_html_report_when_the_budget_is_not_met(case: dict, tmp_path: Path,  # type: ignore[type-arg]
+def test_html_report_when_the_budget_is_not_met(case_of, tmp_path: Path,  # type: ignore[no-untyped-def]
                                                 capsys: pytest.CaptureFixture[str]) -> None:
     """Exit 1, no model, no recipe; the report is written all the same and says how close it got."""
     import html_report
 
-    if case["name"] != "wide_weights":
-        pytest.skip("one model is enough")
+    case = case_of("wide_weights")
     rc, out, recipe, page, nodes, captured = _tune_html(case, "200", tmp_path, capsys)
     assert rc == 1 and not out.exists() and not recipe.exists()
     error = [e for e in captured.err.splitlines() if e.startswith("qconvert: error:")]
@@ -275,14 +285,13 @@ def test_html_report_when_the_budget_is_not_met(case: dict, tmp_path: Path,  # t
     assert json.loads(nodes.read_text())["results"]
 
 
-def test_html_report_in_headless_chromium(case: dict, tmp_path: Path,  # type: ignore[type-arg]
+def test_html_report_in_headless_chromium(case_of, tmp_path: Path,  # type: ignore[no-untyped-def]
                                           capsys: pytest.CaptureFixture[str]) -> None:
     """The page's script runs (it marks the root with the number of boxes it wired, selects the worst
     op), the sensitivity table is drawn; the screenshot is far from blank."""
     import html_report
 
-    if case["name"] != "attention":
-        pytest.skip("one model is enough")
+    case = case_of("attention")
     html_report.browser()
     rc, out, _, page, _, captured = _tune_html(case, "30", tmp_path, capsys)
     assert rc == 0, captured.err
