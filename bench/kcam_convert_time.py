@@ -32,28 +32,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests" / "fixtures"))
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # kcam builds on tf_keras
-from convert_time import measure  # noqa: E402
-
-TF_PTQ = """
-import os, sys
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-import numpy as np
-import tensorflow as tf
-pb, data, out, side = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-x = np.load(data, mmap_mode="r")
-c = tf.compat.v1.lite.TFLiteConverter.from_frozen_graph(pb, ["input"], ["Identity"], {"input": [1, side, side, 3]})
-c.optimizations = [tf.lite.Optimize.DEFAULT]
-c.representative_dataset = lambda: ([np.asarray(x[i:i + 1])] for i in range(len(x)))
-c.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
-c.inference_input_type = c.inference_output_type = tf.int8
-open(out, "wb").write(c.convert())
-"""
-
-
-def _median(cmd: list[str], repeats: int) -> tuple[float, float]:
-    measure(cmd)  # warm-up: disk cache, bytecode
-    runs = [measure(cmd) for _ in range(repeats)]
-    return statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs)
+from calibration_speed import TF_SCRIPT
+from convert_time import median_of
 
 
 def main() -> int:
@@ -79,11 +59,11 @@ def main() -> int:
             np.save(folder / "x.npy", x)
             ours = [sys.executable, "-m", "qconvert", str(folder / "m.pb"), "-o", str(folder / "q.tflite"),
                     "--inputs", "input", "--outputs", "Identity", "--calibration-data", str(folder / "x.npy")]
-            theirs = [sys.executable, "-c", TF_PTQ, str(folder / "m.pb"), str(folder / "x.npy"),
+            theirs = [sys.executable, "-c", TF_SCRIPT, str(folder / "m.pb"), str(folder / "x.npy"),
                       str(folder / "t.tflite"), str(shape[1])]
             try:
-                q_s, q_mb = _median(ours, args.repeats)
-                t_s, t_mb = _median(theirs, args.repeats)
+                q_s, q_mb = median_of(ours, args.repeats)
+                t_s, t_mb = median_of(theirs, args.repeats)
             except SystemExit as exc:  # measure() exits with the child's stderr: a model neither converts
                 print(f"{name:20} {shape[1]:>4} | failed: {str(exc).strip().splitlines()[-1][:120]}", flush=True)
                 continue

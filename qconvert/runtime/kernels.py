@@ -289,13 +289,17 @@ def squared_difference(call: OpCall) -> np.ndarray:
     return _finish(call, mbqm((sa - sb) ** 2, m, s) + call.output_zp)
 
 
-def rsqrt(call: OpCall) -> np.ndarray:
-    """RSQRT int8 (elementwise.cc) by its table; the kernel refuses an input below its zero point."""
+def _no_negative(call: OpCall, op: str, litert_says: str) -> None:
+    """RSQRT/SQRT int8: the kernel refuses an input below its zero point (a negative value)."""
     x = call.inputs[0]
     if x.size and int(x.min()) < call.input_zps[0]:
-        raise KernelError(f"operator {call.index} (RSQRT '{call.name}'): input {int(x.min())} below the zero point "
-                          f"{call.input_zps[0]} (a negative value); TFLite's kernel fails with 'Rsqrt is only "
-                          "defined for positive values'")
+        raise KernelError(f"operator {call.index} ({op} '{call.name}'): input {int(x.min())} below the zero point "
+                          f"{call.input_zps[0]} (a negative value); TFLite's kernel fails with '{litert_says}'")
+
+
+def rsqrt(call: OpCall) -> np.ndarray:
+    """RSQRT int8 (elementwise.cc) by its table; the kernel refuses an input below its zero point."""
+    _no_negative(call, "RSQRT", "Rsqrt is only defined for positive values")
     return transcendental.lookup(call)
 
 
@@ -316,11 +320,7 @@ def log(call: OpCall) -> np.ndarray:
 
 def sqrt(call: OpCall) -> np.ndarray:
     """SQRT int8 (elementwise.cc) by its table; the kernel refuses an input below its zero point."""
-    x = call.inputs[0]
-    if x.size and int(x.min()) < call.input_zps[0]:
-        raise KernelError(f"operator {call.index} (SQRT '{call.name}'): input {int(x.min())} below the zero point "
-                          f"{call.input_zps[0]} (a negative value); TFLite's kernel fails with 'Sqrt is only "
-                          "defined for non-negative values'")
+    _no_negative(call, "SQRT", "Sqrt is only defined for non-negative values")
     return transcendental.lookup(call)
 
 

@@ -374,6 +374,13 @@ REAL_FLOAT_FILES = ["mlcommons_tiny/ad01_fp32.tflite", "mlcommons_tiny/kws_ref_m
                     "mlcommons_tiny/pretrainedResnet.tflite", "mlcommons_tiny/vww_96_float.tflite",
                     "tflite_micro/hello_world_float.tflite", "tflite_micro/magic_wand.tflite"]
 
+def _uniform_samples(info, amplitude: float) -> dict[str, np.ndarray]:  # type: ignore[no-untyped-def]
+    """8 samples per input of a read model, uniform in [-amplitude, amplitude] (seed 0)."""
+    rng = np.random.default_rng(0)
+    return {info.tensors[i].name: rng.uniform(-amplitude, amplitude, (8, *info.tensors[i].shape[1:])).astype(np.float32)
+            for i in info.inputs}
+
+
 
 @pytest.mark.skipif(not REAL.is_dir(), reason=f"{REAL} is absent (real third-party files)")
 @pytest.mark.parametrize("path", REAL_FLOAT_FILES)
@@ -387,9 +394,7 @@ def test_real_float_files_convert_fully_int8(path: str) -> None:
 
     data = (REAL / path).read_bytes()
     info = read_model(data)
-    rng = np.random.default_rng(0)
-    samples = {info.tensors[i].name: rng.uniform(-1, 1, (8, *info.tensors[i].shape[1:])).astype(np.float32)
-               for i in info.inputs}
+    samples = _uniform_samples(info, 1.0)
     ours = convert_graph(data, calibration_data=samples).model
     assert not oracle.float_tensors(ours)
     assert len(read_model(ours).operators) >= len(info.operators) - 1  # a RESHAPE before a FULLY_CONNECTED may go
@@ -414,9 +419,7 @@ def test_dp_net_converts_fully_int8_and_runs_as_litert() -> None:
 
     data = (REAL / "tflite_micro" / "dp_net.tflite").read_bytes()
     info = read_model(data)
-    rng = np.random.default_rng(0)
-    samples = {info.tensors[i].name: rng.uniform(-0.01, 0.01, (8, *info.tensors[i].shape[1:])).astype(np.float32)
-               for i in info.inputs}
+    samples = _uniform_samples(info, 0.01)
     ours = convert_graph(data, calibration_data=samples).model
     assert not oracle.float_tensors(ours)
     ops = [o.builtin for o in read_model(ours).operators]
