@@ -177,22 +177,8 @@ def test_needs_calibration_data() -> None:
 
 
 def test_manifest_and_library(pb: bytes, tmp_path: Path) -> None:
-    from click.testing import CliRunner
-
-    import qconvert
-    from qconvert.cli import cli
-
-    (tmp_path / "m.pb").write_bytes(pb)
-    np.save(tmp_path / "x.npy", plp.CALIB)
-    api = qconvert.convert(str(tmp_path / "m.pb"), tmp_path / "api.tflite", calibration_data=str(tmp_path / "x.npy"),
-                           int16=WIDE)
-    (tmp_path / "m.toml").write_text(f'[[model]]\npath = "m.pb"\noutput = "batch.tflite"\n'
-                                     f'calibration_data = "x.npy"\nint16 = ["{WIDE}"]\n')
-    r = CliRunner().invoke(cli, ["batch", str(tmp_path / "m.pb"), "--manifest", str(tmp_path / "m.toml"),
-                                 "--jobs", "1"])
-    assert r.exit_code == 0, r.output
-    assert (tmp_path / "batch.tflite").read_bytes() == api.model
-    assert plp._precision_of_ops(api.model)["model/dense_1/BiasAdd"] == ("FULLY_CONNECTED", "int16")
+    model = plp.manifest_equals_library(pb, tmp_path, "int16")
+    assert plp._precision_of_ops(model)["model/dense_1/BiasAdd"] == ("FULLY_CONNECTED", "int16")
 
 
 @pytest.mark.parametrize("pattern", [WIDE, "^FULLY_CONNECTED$"])

@@ -243,7 +243,9 @@ def test_a_pattern_that_matches_nothing_is_a_usage_error(pb: bytes, tmp_path: Pa
     assert r.exit_code == 2 and "is not a regular expression" in r.output, r.output
 
 
-def test_manifest_and_library(pb: bytes, tmp_path: Path) -> None:
+def manifest_equals_library(pb: bytes, tmp_path: Path, key: str) -> bytes:
+    """The option ``key`` (keep_float / int16) = [WIDE] in a batch manifest and as a keyword of
+    ``qconvert.convert``: the same file (consistency, ours against ours); that file."""
     from click.testing import CliRunner
 
     import qconvert
@@ -252,14 +254,19 @@ def test_manifest_and_library(pb: bytes, tmp_path: Path) -> None:
     (tmp_path / "m.pb").write_bytes(pb)
     np.save(tmp_path / "x.npy", CALIB)
     api = qconvert.convert(str(tmp_path / "m.pb"), tmp_path / "api.tflite", calibration_data=str(tmp_path / "x.npy"),
-                           keep_float=WIDE)
+                           **{key: WIDE})
     (tmp_path / "m.toml").write_text(f'[[model]]\npath = "m.pb"\noutput = "batch.tflite"\n'
-                                     f'calibration_data = "x.npy"\nkeep_float = ["{WIDE}"]\n')
+                                     f'calibration_data = "x.npy"\n{key} = ["{WIDE}"]\n')
     r = CliRunner().invoke(cli, ["batch", str(tmp_path / "m.pb"), "--manifest", str(tmp_path / "m.toml"),
                                  "--jobs", "1"])
     assert r.exit_code == 0, r.output
     assert (tmp_path / "batch.tflite").read_bytes() == api.model
-    assert _precision_of_ops(api.model)["model/dense_1/BiasAdd"] == ("FULLY_CONNECTED", "float32")
+    return api.model
+
+
+def test_manifest_and_library(pb: bytes, tmp_path: Path) -> None:
+    model = manifest_equals_library(pb, tmp_path, "keep_float")
+    assert _precision_of_ops(model)["model/dense_1/BiasAdd"] == ("FULLY_CONNECTED", "float32")
 
 
 def test_qat_graph_the_fake_quant_between_float_ops_is_not_applied() -> None:
