@@ -590,9 +590,27 @@ def _one_blas_thread(args: Sequence[str]) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The command line. Called with no ``argv`` it is the process (the ``qconvert`` script,
+    ``python -m qconvert``): once the command is done and its output flushed, the process ends
+    without tearing the interpreter down module by module (numpy, protobuf and the flatbuffer
+    schema's thousands of objects: 30 ms of a 0.30 s conversion, interleaved runs of 7). Files
+    are written and closed, worker pools joined, before that. With ``argv`` (a caller in Python,
+    the tests) it returns the exit code."""
     if argv is None and sys.argv[1:] == ["--reference"]:  # python -m qconvert.cli --reference > docs/cli.md
         sys.stdout.write(reference())
         return 0
+    code = _main(argv)
+    if argv is not None:
+        return code
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe (| head): nothing more to say
+            pass
+    os._exit(code)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     _one_blas_thread(list(argv) if argv is not None else sys.argv[1:])
     _reuse_freed_memory()
     try:
