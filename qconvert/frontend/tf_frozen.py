@@ -47,20 +47,46 @@ def _tensorflow():  # type: ignore[no-untyped-def]
     return tf
 
 
-def _load_keras(tf, path: Path):  # type: ignore[no-untyped-def]
-    """A Keras file with TensorFlow's Keras (Keras 3 in TensorFlow 2.21), else with tf_keras (Keras 2,
-    whose files Keras 3 cannot read: a tf_keras LSTM's ``time_major`` argument, for one)."""
+def _keras_version_of(path: Path) -> str:
+    """The ``keras_version`` a ``.keras`` archive's metadata.json records ("" when unknown)."""
+    import json
+    import zipfile
+
     try:
-        return tf.keras.models.load_model(str(path), compile=False)
-    except Exception as first:  # noqa: BLE001 - Keras raises many kinds; tf_keras may read it
+        with zipfile.ZipFile(path) as archive:
+            return str(json.loads(archive.read("metadata.json")).get("keras_version", ""))
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile):
+        return ""
+
+
+def _load_keras(tf, path: Path):  # type: ignore[no-untyped-def]
+    """A Keras file with the Keras that wrote it: a ``.keras`` archive whose metadata says Keras 2
+    with tf_keras first, any other with Keras 3 (TensorFlow 2.21's Keras) first, asked by its own
+    package (``tf.keras`` is tf_keras under ``TF_USE_LEGACY_KERAS=1``, which then failed on a Keras 3
+    file); then the others (Keras 3 cannot read some Keras 2 files: a tf_keras LSTM's
+    ``time_major`` argument, for one)."""
+    keras3 = legacy = None
+    try:
+        import keras
+
+        keras3 = keras.models.load_model if int(str(keras.__version__).split(".")[0]) >= 3 else None
+    except ImportError:
+        pass
+    try:
+        import tf_keras
+
+        legacy = tf_keras.models.load_model
+    except ImportError:
+        pass
+    order = [legacy, tf.keras.models.load_model, keras3] if _keras_version_of(path).startswith("2.") else \
+        [tf.keras.models.load_model, keras3, legacy]
+    first = None
+    for load in dict.fromkeys(f for f in order if f is not None):  # tf.keras is one of the others
         try:
-            import tf_keras
-        except ImportError:
-            raise first from None
-        try:
-            return tf_keras.models.load_model(str(path), compile=False)
-        except Exception:  # noqa: BLE001 - neither reads it: Keras 3's reason is the one to show
-            raise first from None
+            return load(str(path), compile=False)
+        except Exception as exc:  # noqa: BLE001 - Keras raises many kinds; the next library may read it
+            first = first or exc
+    raise first  # type: ignore[misc]  # none reads it: the first library's reason is the one to show
 
 
 # a signature as the frontend hands it on: (key, [(name, input node)], [(name, output node)]), names sorted

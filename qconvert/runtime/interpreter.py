@@ -132,7 +132,9 @@ class IntegerModel:
             raise RunError(f"a {'dynamic-range' if kind[0] == 'hybrid' else 'float16'} file ({kind[1]}): "
                            f"`qconvert run` executes integer kernels only, and this file computes in float; "
                            f"run it in LiteRT")
-        if not any(t.data is None and t.dtype in _RANGES for t in self.model.tensors):
+        activations = [t for t in self.model.tensors if t.data is None]
+        if activations and all(t.dtype == "float32" for t in activations) and \
+                any(_float_op(op, self.model.tensors) for op in self.model.operators):  # (raw copies, custom ops run)
             raise RunError("a float file (every activation is float32): `qconvert run` executes quantized files, "
                            "float ops only in islands between a DEQUANTIZE and a QUANTIZE; run it in LiteRT")
         raw = self.model.metadata.get(METADATA_NAME)
