@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -198,3 +199,72 @@ def test_what_does_not_map_is_one_line_naming_the_entry(tmp_path: Path, recipe: 
     assert main([str(EXAMPLE), "-o", str(tmp_path / "x.tflite"), "--recipe", str(path)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "(LiteRT Quantizer recipe)" in err and why in err, err
+
+
+def _mutations(text: str, rng: Any, n: int) -> list[str]:
+    """Byte-level (flip, drop, duplicate a span) and value-level (a JSON value replaced by another
+    type) mutations of a recipe's text."""
+    out = []
+    data = text.encode("utf-8")
+    odd = [None, True, -1, 1e308, "", "((", [], {}, [1, [2]], {"regex": 3}, "x" * 300]
+    for _ in range(n):
+        kind = int(rng.integers(4))
+        b = bytearray(data)
+        if kind == 0 and b:
+            i = int(rng.integers(len(b)))
+            b[i] = int(rng.integers(256))
+        elif kind == 1 and b:
+            i, j = sorted(int(v) for v in rng.integers(0, len(b), 2))
+            del b[i:j]
+        elif kind == 2 and b:
+            i, j = sorted(int(v) for v in rng.integers(0, len(b), 2))
+            b[j:j] = b[i:i + 64]
+        else:
+            try:
+                doc = json.loads(text)
+            except ValueError:
+                doc = None
+            if doc is not None:
+                def walk(x):  # type: ignore[no-untyped-def]
+                    if isinstance(x, dict) and x:
+                        k = list(x)[int(rng.integers(len(x)))]
+                        if rng.random() < 0.5:
+                            x[k] = odd[int(rng.integers(len(odd)))]
+                        else:
+                            walk(x[k])
+                    elif isinstance(x, list) and x:
+                        i = int(rng.integers(len(x)))
+                        if rng.random() < 0.5:
+                            x[i] = odd[int(rng.integers(len(odd)))]
+                        else:
+                            walk(x[i])
+                walk(doc)
+                b = bytearray(json.dumps(doc).encode("utf-8"))
+        out.append(bytes(b).decode("utf-8", errors="surrogateescape"))
+    return out
+
+
+def test_mutated_recipes_are_read_or_refused_in_one_line(tmp_path: Path) -> None:
+    """A recipe is a new input path: 600 mutations of our TOML and JSON recipes and of the LiteRT
+    Quantizer's shipped ones are each read (and then checked as options) or refused with a
+    UsageError — never another exception."""
+    import numpy as np
+
+    rng = np.random.default_rng(41)
+    seeds = [(p.suffix, p.read_text()) for p in sorted(LITERT.glob("*.json"))]
+    write_recipe(tmp_path / "ours.toml", VALUES)
+    write_recipe(tmp_path / "ours.json", VALUES)
+    seeds += [(".toml", (tmp_path / "ours.toml").read_text()), (".json", (tmp_path / "ours.json").read_text())]
+    refused = read = 0
+    for k, (suffix, text) in enumerate(seeds):
+        for m, mutated in enumerate(_mutations(text, rng, 600 // len(seeds))):
+            path = tmp_path / f"m{k}_{m}{suffix}"
+            path.write_bytes(mutated.encode("utf-8", errors="surrogateescape"))
+            try:
+                ConvertOptions.of(recipe=str(path), calibration_data="x.npz")
+                read += 1
+            except UsageError as exc:
+                assert "\n" not in str(exc).strip(), str(exc)
+                refused += 1
+    print(f"recipe fuzz: {read} read, {refused} refused in one line")
+    assert refused > 100 and read > 10, (refused, read)
