@@ -23,7 +23,7 @@ from typing import Mapping
 from qconvert.errors import ConversionError, UsageError
 from qconvert.ir import Graph, Node
 from qconvert.ir.passes import Context, Origin
-from qconvert.ir.qdq import insert_qdq_after, insert_qdq_on_edge, is_dequantize, is_quantize
+from qconvert.ir.qdq import insert_qdq_after, insert_qdq_on_edge, is_dequantize, is_quantize, origin_of
 from qconvert.ops import Rule, float_operands, row
 from qconvert.quant import QuantParams, calibrated_range_params
 
@@ -81,8 +81,33 @@ def choose_int16_ops(graph: Graph, ctx: Context) -> None:
             raise ConversionError(f"{node.op} '{node.name}' has no 16x8 form in LiteRT (TensorFlow's 16x8 mode "
                                   f"refuses it too): drop it from --int16 ({why}), or keep it float with "
                                   f"--keep-float")
+        fake = _fake_quant_tensor(graph, node)
+        if fake is not None:
+            raise UsageError(f"--int16: {node.op} '{node.name}' ({why}) reads or writes '{fake}', whose range a "
+                             f"FakeQuant gives in 8 bits (a QAT graph): --int16 takes calibrated tensors only; "
+                             f"keep it float with --keep-float, or drop it from --int16")
         ctx.int16_ops.add(node)
         ctx.note(f"{node.op} '{node.name}' is 16x8: int16 activations, int8 weights ({why})")
+    keep = ctx.options.precision.keep_float
+    floats = choose_ops(graph, keep, "--keep-float", "keeps float") if keep else {}
+    both = [n for n in floats if n in ctx.int16_ops]
+    if both:  # said here, before the samples run, as well as in prepare (a graph calibrate does not see)
+        raise UsageError(f"{both[0].op} '{both[0].name}' is taken by --keep-float ({floats[both[0]]}) and by --int16: "
+                         f"one precision per op; narrow one of the patterns")
+
+
+def _fake_quant_tensor(graph: Graph, node: Node) -> str | None:
+    """An activation ``node`` reads or writes whose QUANTIZE → DEQUANTIZE pair is a FakeQuant's, if any
+    (a weight's FakeQuant says int8, which 16x8 keeps)."""
+    for slot in float_operands(node.op, node.inputs):
+        name = node.inputs[slot]
+        prod = graph.producer(name) if name else None
+        if is_dequantize(prod) and origin_of(graph.producer(prod.inputs[0])) is Origin.FAKE_QUANT:  # type: ignore[union-attr]
+            return name
+    for out in node.outputs:
+        if any(is_quantize(q) and origin_of(q) is Origin.FAKE_QUANT for q in graph.consumers(out)):
+            return out
+    return None
 
 
 def _params(lo: float, hi: float, bits: int) -> QuantParams:

@@ -107,7 +107,8 @@ def test_litert_ref_runs_it_and_the_int8_part_is_tensorflows(pb: bytes, monkeypa
     samples = {"input": plp.CALIB}
     tf8 = oracle.tf_ptq_convert(model, samples)
     stats, calibrated = oracle.tf_calibration_statistics(model, samples)
-    oracle.use_tensorflows_statistics(monkeypatch, stats, calibrated, samples)
+    unpaired = oracle.use_tensorflows_statistics(monkeypatch, stats, calibrated, samples)
+    assert not unpaired, unpaired
     ours, _ = plp._ours(pb, int16=[WIDE])
     rng = np.random.default_rng(3)
     for _ in range(8):
@@ -134,7 +135,9 @@ def test_int16_recovers_the_accuracy_where_an_activation_is_wide(pb: bytes) -> N
 
 def test_an_island_at_the_model_output_ends_in_int8(pb: bytes) -> None:
     """--int16 ^FULLY_CONNECTED$ (op type: the three Dense alone): the TANH between stays int8, the
-    last Dense is 16x8 and a QUANTIZE int16 → int8 gives the int8 model output."""
+    last Dense is 16x8 and a QUANTIZE int16 → int8 gives the int8 model output. (The op list is the
+    rule's consequence; the oracles: `run` equals LiteRT REF on every tensor, and the output against
+    the float model is no worse than full int8's, the wide tensor still read by an int8 TANH.)"""
     ours, notes = plp._ours(pb, int16=["^FULLY_CONNECTED$"])
     sg = read_model(ours).subgraphs[0]
     assert [(op.builtin, sg.tensors[op.outputs[0]].dtype) for op in sg.operators] == [
@@ -144,7 +147,25 @@ def test_an_island_at_the_model_output_ends_in_int8(pb: bytes) -> None:
     # an int16 reader of TANH's int8 result reads it at TANH's fixed int16 parameters (1/32768), as in 16x8
     assert sg.tensors[sg.operators[5].outputs[0]].scale == (1 / 32768,)
     assert any(n.endswith("(QUANTIZE) for the model output") for n in notes), notes
-    oracle.run_litert(ours, {"input": np.zeros((1, 16), np.int8)})
+    assert oracle.assert_run_equals_litert_everywhere(ours, n=32) >= 8
+    full, _ = plp._ours(pb)
+    assert plp._snr(pb, ours) >= plp._snr(pb, full) - 0.5
+
+
+def test_a_qat_graphs_fake_quant_tensor_is_refused_by_int16(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A FakeQuant says 8 bits: --int16 on an op that reads or writes such a tensor is a one-line usage
+    error and no file (it wrote a file whose FULLY_CONNECTED had an int16 input and an int8 result,
+    all -128 in LiteRT); a weight's FakeQuant (int8, as 16x8 keeps) is not what it refuses."""
+    from qconvert.cli import main
+
+    x = tmp_path / "x.npy"
+    np.save(x, np.random.default_rng(0).uniform(0, 1, (8, 28, 28, 1)).astype(np.float32))
+    out = tmp_path / "a.tflite"
+    example = Path(__file__).resolve().parents[2] / "models" / "example_qat.pb"
+    rc = main(["convert", str(example), "-o", str(out), "--inputs-range", "input=0,1", "--calibration-data", str(x),
+               "--int16", "BiasAdd_3"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and not out.exists() and len(err) == 1 and "FakeQuant" in err[0], err
 
 
 @pytest.mark.parametrize("args, said", [
