@@ -100,11 +100,13 @@ def is_tflite(model: bytes | str | os.PathLike) -> bool:
         return False
 
 
-def load_graph(model: bytes | str | os.PathLike, options: ConvertOptions) -> tuple[Graph, list[str]]:
+def load_graph(model: bytes | str | os.PathLike, options: ConvertOptions, check: bool = False
+               ) -> tuple[Graph, list[str]]:
     """The IR graph of any supported input (a float .tflite, a frozen GraphDef, a SavedModel,
     a Keras file), cut to ``options.inputs``/``outputs``, and the notes the reading gives. A
-    .tflite's operators are checked by running them once (``_check_computes``) after the
-    calibration data's shapes are checked against its inputs."""
+    .tflite's operators are checked by running them once (``_check_computes``): here with
+    ``check`` (``compare``), else by ``run_conversion`` after the calibration data's shapes are
+    checked against its inputs."""
     if is_tflite(model):
         from qconvert.frontend.tflite_graph import import_tflite
         from qconvert.schema.reader import read_model
@@ -118,7 +120,10 @@ def load_graph(model: bytes | str | os.PathLike, options: ConvertOptions) -> tup
             info = read_model(data)
         except ValueError as exc:
             raise ConversionError(f"{source}: {exc}") from None
-        return import_tflite(info, options.inputs, options.outputs, options.input_shapes, source=source)
+        graph, notes = import_tflite(info, options.inputs, options.outputs, options.input_shapes, source=source)
+        if check:
+            _check_computes(graph, source)
+        return graph, notes
     nodes, inputs, outputs, signature = read_model_nodes(model, options.inputs, options.outputs)
     graph = import_graph(nodes, inputs, outputs, options.input_shapes, options.precision.allow_custom_ops)
     notes: list[str] = []

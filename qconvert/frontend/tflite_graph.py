@@ -63,6 +63,9 @@ def import_tflite(model: Any, inputs: Sequence[str] | None = None, outputs: Sequ
     sig_out = dict(signature.outputs) if signature is not None else {}
     in_ids = _resolve(inputs, sig_in, by_name, "--inputs") if inputs else list(sg.inputs)
     out_ids = _resolve(outputs, sig_out, by_name, "--outputs") if outputs else list(sg.outputs)
+    for i in out_ids:
+        if sg.tensors[i].data is not None:
+            raise UsageError(f"output '{names[i]}' is a constant; name a computed tensor with --outputs")
     if input_shapes:
         _check_input_shapes(input_shapes, sg.tensors, names, in_ids)
     ops = _needed(sg, in_ids, out_ids, names)
@@ -227,6 +230,10 @@ def _dequantized(t: Any) -> np.ndarray:
     q = t.array().astype(np.float32)
     scale = np.asarray(t.scale, np.float32)
     zp = np.asarray(t.zero_point or (0,) * len(t.scale), np.float32)
+    if zp.size != scale.size or (scale.size > 1 and not (0 <= t.quantized_dimension < q.ndim
+                                                           and q.shape[t.quantized_dimension] == scale.size)):
+        raise ValueError(f"{scale.size} scale(s) and {zp.size} zero point(s) do not fit shape {list(q.shape)} "
+                         f"along dimension {t.quantized_dimension}")
     if scale.size > 1:
         shape = [1] * q.ndim
         shape[t.quantized_dimension] = scale.size
@@ -244,7 +251,10 @@ def _constant(t: Any, name: str) -> np.ndarray:
     except (TypeError, ValueError) as exc:  # a dtype numpy has no name for, or a buffer of the wrong size
         raise ConversionError(f"constant '{name}' ({t.dtype}{list(t.shape)}) cannot be read: {exc}") from None
     if t.scale and value.dtype.kind in "iu" and t.dtype != "int32":
-        return _dequantized(t)
+        try:
+            return _dequantized(t)
+        except ValueError as exc:
+            raise ConversionError(f"constant '{name}' ({t.dtype}{list(t.shape)}): {exc}; the file is damaged") from None
     if t.dtype == "float16":
         return value.astype(np.float32)
     return np.ascontiguousarray(value)
@@ -353,11 +363,14 @@ _SPLITS = {"SPLIT": ("axis", "x"), "SPLIT_V": ("x", "sizes", "axis"), "UNPACK": 
 
 def _add_slices(graph: Graph, sg: Any, op: Any, names: list[str], source: str) -> None:
     """    SPLIT | SPLIT_V | UNPACK (x) → y0, y1, ...   ⇒   STRIDED_SLICE (x, begin, end, strides) → yk, each"""
+    group = names[op.outputs[0]] if op.outputs else "?"
+    what = f"{source}: {op.builtin} '{group}'"
+    if len(op.inputs) != len(_SPLITS[op.builtin]) or any(i < 0 for i in op.inputs) or not op.outputs:
+        raise ConversionError(f"{what}: {len(op.inputs)} operand(s) and {len(op.outputs)} result(s), where it "
+                              f"takes {', '.join(_SPLITS[op.builtin])}; the file is damaged")
     roles = dict(zip(_SPLITS[op.builtin], op.inputs))
     x = _operand(graph, sg, roles["x"], names)
     shape = graph.tensors[x].shape
-    group = names[op.outputs[0]]
-    what = f"{source}: {op.builtin} '{group}'"
     rank = len(shape)
     if op.builtin == "UNPACK":
         axis = int(op.options.get("axis", 0))

@@ -284,7 +284,7 @@ def compare(pb: str | os.PathLike, tflite: str | os.PathLike, data: str | os.Pat
     tensors = model.tensors
     if is_tflite(pb):  # a float .tflite: the model the int8 file was converted from
         options = ConvertOptions.of(inputs=inputs, outputs=outputs)
-        graph = run(load_graph(pb, options)[0], options, Calibration(), stop_before="calibrate")[0]
+        graph = run(load_graph(pb, options, check=True)[0], options, Calibration(), stop_before="calibrate")[0]
     else:
         nodes, inputs, outputs = read_nodes(pb, inputs, outputs)  # as `convert` reads it
         names = {n.name for n in nodes}
@@ -297,6 +297,12 @@ def compare(pb: str | os.PathLike, tflite: str | os.PathLike, data: str | os.Pat
         raise ConversionError(
             f"the .pb has {len(graph.inputs)} input(s) and {len(graph.outputs)} output(s), the .tflite "
             f"{len(model.input_names)} and {len(model.output_names)}; pass the --inputs/--outputs used to convert")
+    for name, i in zip(graph.outputs, model.model.outputs):
+        want, got = graph.tensors[name].shape, tuple(tensors[i].shape)
+        if want is not None and int(np.prod(want)) != int(np.prod(got)):
+            raise ConversionError(f"output '{name}' of the float model has shape {list(want)}, the .tflite's "
+                                  f"'{tensors[i].name}' {list(got)}: not the model it was converted from; pass the "
+                                  f"--inputs/--outputs used to convert")
     shapes = {name: list(tensors[i].shape) for name, i in zip(graph.inputs, model.model.inputs)}
     if isinstance(data, Mapping):
         arrays = {n: as_samples(n, np.asarray(data[n]), shapes[n], "data") for n in graph.inputs}

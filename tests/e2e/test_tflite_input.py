@@ -707,3 +707,98 @@ def test_other_pow_is_refused_in_one_line_as_tensorflow_leaves_it_float(tmp_path
     o = run_main([str(src), "--calibration-data", str(tmp_path / "x.npz"), "-o", str(out)])
     assert o.code == 1 and not out.exists() and len(o.stderr.strip().splitlines()) == 1, o.stderr
     assert "POW (exponent 3)" in o.stderr and "TensorFlow 2.21 leaves float" in o.stderr, o.stderr
+
+
+def _split_model() -> bytes:
+    """A float .tflite with CONV_2D, MAX_POOL_2D, SPLIT, MUL, CONCATENATION, RESHAPE and
+    FULLY_CONNECTED (TensorFlow's float conversion), for the damage tests below."""
+    rng = np.random.default_rng(0)
+    w = tf.constant(rng.normal(size=(3, 3, 3, 8)).astype(np.float32) * 0.3)
+    d = tf.constant(rng.normal(size=(392, 4)).astype(np.float32) * 0.1)
+
+    @tf.function(input_signature=[tf.TensorSpec([1, 16, 16, 3], tf.float32, name="inp")])
+    def f(x):  # type: ignore[no-untyped-def]
+        h = tf.nn.max_pool2d(tf.nn.relu(tf.nn.conv2d(x, w, 1, "VALID")), 2, 2, "VALID")
+        a, b = tf.split(h, 2, axis=-1)
+        return tf.matmul(tf.reshape(tf.concat([a * 2.0, b], -1), [1, -1]), d)
+
+    return tf.lite.TFLiteConverter.from_concrete_functions([f.get_concrete_function()], f).convert()
+
+
+def _op(m, builtin):  # type: ignore[no-untyped-def]  # the first operator of that builtin in a ModelT
+    from ai_edge_litert import schema_py_generated as S
+
+    code = getattr(S.BuiltinOperator, builtin)
+    return next(o for o in m.subgraphs[0].operators if m.operatorCodes[o.opcodeIndex].builtinCode == code)
+
+
+def _int8_weight(scales: int, zero_points: int, axis: int):  # type: ignore[no-untyped-def]
+    def edit(m):  # type: ignore[no-untyped-def]
+        from ai_edge_litert import schema_py_generated as S
+
+        t = m.subgraphs[0].tensors[_op(m, "CONV_2D").inputs[1]]
+        t.type = S.TensorType.INT8
+        buf = S.BufferT()
+        buf.data = np.zeros(216, np.uint8)
+        m.buffers.append(buf)
+        t.buffer = len(m.buffers) - 1
+        q = S.QuantizationParametersT()
+        q.scale, q.zeroPoint = np.full(scales, 0.01, np.float32), np.zeros(zero_points, np.int64)
+        q.quantizedDimension = axis
+        t.quantization = q
+    return edit
+
+
+DAMAGE = {  # found by a reviewer's mutations: each was "internal error" in convert or compare
+    "split_without_x": lambda m: setattr(_op(m, "SPLIT"), "inputs", list(_op(m, "SPLIT").inputs)[:1]),
+    "split_axis_absent": lambda m: _op(m, "SPLIT").inputs.__setitem__(0, -1),
+    "int8_weight_axis_out_of_range": _int8_weight(8, 8, 9),
+    "int8_weight_scales_and_zero_points_disagree": _int8_weight(5, 3, 0),
+    "conv_stride_0": lambda m: setattr(_op(m, "CONV_2D").builtinOptions, "strideW", 0),
+    "concat_axis_out_of_range": lambda m: setattr(_op(m, "CONCATENATION").builtinOptions, "axis", 9),
+    "fully_connected_without_weights": lambda m: setattr(_op(m, "FULLY_CONNECTED"), "inputs",
+                                                         list(_op(m, "FULLY_CONNECTED").inputs)[:1]),
+    "output_is_the_input": lambda m: setattr(m.subgraphs[0], "outputs", np.array([m.subgraphs[0].inputs[0]], np.int32)),
+}
+
+
+@pytest.mark.parametrize("damage", list(DAMAGE))
+def test_a_damaged_float_file_is_one_line_in_convert_and_compare(damage: str, tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """Each damage: `convert` exits non-zero with one line and writes nothing (or, for a file whose
+    output is its input, converts that trivial model), and `compare` against the undamaged file's int8
+    conversion exits non-zero with one line; never an internal error."""
+    import oracle
+
+    from qconvert.cli import main
+
+    good = _split_model()
+    (tmp_path / "good.tflite").write_bytes(good)
+    np.savez(tmp_path / "x.npz", inp=np.random.default_rng(0).uniform(-1, 1, (8, 16, 16, 3)).astype(np.float32))
+    assert main([str(tmp_path / "good.tflite"), "--calibration-data", str(tmp_path / "x.npz"),
+                 "-o", str(tmp_path / "q.tflite")]) == 0
+    (tmp_path / "bad.tflite").write_bytes(oracle.repack(good, DAMAGE[damage]))
+    capsys.readouterr()
+    out = tmp_path / "o.tflite"
+    rc = main([str(tmp_path / "bad.tflite"), "--calibration-data", str(tmp_path / "x.npz"), "-o", str(out)])
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("qconvert: ") and "note:" not in line]
+    if damage != "output_is_the_input":
+        assert rc in (1, 2) and not out.exists() and len(err) == 1 and "internal error" not in err[0], err
+    rc = main(["compare", str(tmp_path / "bad.tflite"), str(tmp_path / "q.tflite"), "--data", str(tmp_path / "x.npz")])
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("qconvert: ")]
+    assert rc in (1, 2) and len(err) == 1 and "internal error" not in err[0], err
+
+
+def test_outputs_naming_a_constant_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--outputs` naming one of the file's constants (a weight): one line, exit 2 (was an internal KeyError)."""
+    from qconvert.cli import main
+    from qconvert.schema.reader import read_model
+
+    good = _split_model()
+    (tmp_path / "good.tflite").write_bytes(good)
+    np.savez(tmp_path / "x.npz", inp=np.zeros((2, 16, 16, 3), np.float32))
+    weight = next(t.name for t in read_model(good).subgraphs[0].tensors if t.data is not None)
+    rc = main([str(tmp_path / "good.tflite"), "--calibration-data", str(tmp_path / "x.npz"), "--outputs", weight,
+               "-o", str(tmp_path / "o.tflite")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "is a constant" in err[0] and not (tmp_path / "o.tflite").exists(), err
