@@ -26,7 +26,8 @@ per-tensor promotion (``--int16`` or ``--keep-float``) whose file meets an error
 
 May import: ``qconvert.api`` (conversions), ``qconvert.converter``, ``qconvert.calibration``
 (samples, the float executor), ``qconvert.tools.compare`` (the SNR sums, LiteRT model),
-``qconvert.schema`` (reading candidate files), ``qconvert.io``, ``qconvert.errors``, ``qconvert.options``.
+``qconvert.schema`` (reading candidate files), ``qconvert.frontend.load`` (the model, read or frozen
+once), ``qconvert.io``, ``qconvert.errors``, ``qconvert.options``.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from qconvert.calibration.data import Samples, as_samples, open_samples
 from qconvert.calibration.precision import choose_ops, compute
 from qconvert.converter.conversion import run_conversion
 from qconvert.errors import ConversionError, UsageError
+from qconvert.frontend.load import model_bytes
 from qconvert.io import write_atomic
 from qconvert.options import ConvertOptions
 from qconvert.recipe import write_recipe
@@ -281,8 +283,11 @@ def tune(model: bytes | str | os.PathLike, options: ConvertOptions, eval_data: A
     def say(line: str) -> None:  # every progress line is also kept for the report
         log.append(line)
         echo(line)
-    if not isinstance(model, (bytes, bytearray)) and Path(model).is_file():
-        model = Path(model).read_bytes()  # read once: every candidate converts from these bytes
+    # read once: every candidate converts from these bytes (a SavedModel or Keras file frozen by
+    # TensorFlow once, its signature's inputs and outputs in the options, as convert takes them)
+    model, inputs, outputs = model_bytes(model, options.inputs, options.outputs)
+    if (inputs, outputs) != (options.inputs, options.outputs):
+        options = options.replace(inputs=inputs, outputs=outputs)
     c = options.calibration
     floats = run_conversion(model, options, stop_before="calibrate").graph
     shapes = {n: floats.tensors[n].shape for n in floats.inputs}

@@ -304,3 +304,36 @@ def test_html_report_in_headless_chromium(case_of, tmp_path: Path,  # type: igno
     assert shot.returncode == 0 and png.is_file(), shot.stderr[-2000:]
     width, height, raw = html_report.png_pixels(png)
     assert (width, height) == (1400, 1800) and len(set(raw)) > 100
+
+
+# ---------------------------------------------------------------------------
+# the model as convert takes it, and what tune checks before its search
+
+
+def test_tune_takes_a_keras_file_frozen_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """A .keras file is frozen by TensorFlow once (not read as GraphDef bytes, not re-frozen for each
+    candidate); the tuned file has the Keras model's one input and output."""
+    import tf_keras
+
+    from qconvert.frontend import tf_frozen
+
+    rng = np.random.default_rng(0)
+    model = tf_keras.Sequential([tf_keras.Input((8,)), tf_keras.layers.Dense(8, activation="tanh"),
+                                 tf_keras.layers.Dense(4)])
+    model.set_weights([rng.normal(size=w.shape).astype(np.float32) for w in model.get_weights()])
+    path = tmp_path / "m.keras"
+    model.save(path)
+    np.savez(tmp_path / "cal.npz", x=rng.normal(size=(16, 8)).astype(np.float32))
+    np.savez(tmp_path / "ev.npz", x=rng.normal(size=(8, 8)).astype(np.float32))
+    calls = []
+    real = tf_frozen.freeze
+    monkeypatch.setattr(tf_frozen, "freeze", lambda p: calls.append(p) or real(p))
+    out = tmp_path / "m.tflite"
+    rc = main(["tune", str(path), "--calibration-data", str(tmp_path / "cal.npz"), "--eval-data",
+               str(tmp_path / "ev.npz"), "--min-snr", "10", "-o", str(out)])
+    err = capsys.readouterr().err
+    assert rc == 0, err
+    assert len(calls) == 1, calls
+    sg = read_model(out.read_bytes()).subgraphs[0]
+    assert len(sg.inputs) == 1 and len(sg.outputs) == 1
