@@ -50,7 +50,7 @@ from qconvert.converter.conversion import run_conversion
 from qconvert.errors import ConversionError, UsageError
 from qconvert.frontend.load import model_bytes
 from qconvert.io import write_atomic
-from qconvert.options import ConvertOptions
+from qconvert.options import ConvertOptions, recipe_specs
 from qconvert.recipe import write_recipe
 from qconvert.schema.reader import read_model
 from qconvert.tools.compare import _LiteRTModel, _Stats
@@ -60,7 +60,6 @@ TUNE_MARGIN_DB = 1.0  # the search aims this far above --min-snr on the tuning s
 INT16_ENOUGH_DB = 1.0  # int16 is chosen when its SNR comes this close to float's
 MIN_GAIN_DB = 0.1  # a promotion gaining less is not made
 ROUND_GAIN_DB = 1.0  # a round of the search gaining less in all ends it (a budget out of reach)
-RECIPE_VERSION = 1
 
 
 def pattern(tensor: str) -> str:
@@ -203,10 +202,12 @@ class Tuned:
     eval_arrays: dict[str, np.ndarray] = field(default_factory=dict, repr=False)  # the evaluation samples, per input
     target_snr: float | None = None  # what the search aimed at on the tuning samples (--min-snr + its margin)
     outputs: list[str] = field(default_factory=list)  # the graph's output tensors (the file's outputs, in order)
+    precision: dict[str, Any] = field(default_factory=dict)  # the recipe keys the user set (--per-tensor-weights ...)
 
     @property
     def recipe(self) -> dict[str, Any]:
-        return {"version": RECIPE_VERSION,
+        """The recipe that reproduces the file: the precision options the user set, and the patterns chosen."""
+        return {**self.precision,
                 "keep_float": [pattern(t) for t, m in self.chosen.items() if m == "float"],
                 "int16": [pattern(t) for t, m in self.chosen.items() if m == "int16"]}
 
@@ -267,6 +268,8 @@ def check_usage(options: ConvertOptions, min_snr: float | None, max_drop: float 
     c, p = options.calibration, options.precision
     if c.data is None:
         raise UsageError("tune needs --calibration-data (it calibrates once and measures sensitivity on it)")
+    if p.recipe is not None:
+        raise UsageError("tune chooses the precision itself: drop --recipe (its keys are what --recipe-out writes)")
     if p.dynamic_range or p.activations != "int8" or p.inference_type != "int8":
         raise UsageError("tune promotes tensors of an int8 model: drop --activations/--block-size/--inference-type")
 
@@ -441,7 +444,14 @@ def tune(model: bytes | str | os.PathLike, options: ConvertOptions, eval_data: A
         eval_arrays = {n: np.concatenate([f[n] for f in eval_ref.feeds]) for n in floats.inputs}
         return Tuned(met, budget, n_compute, full, full_eval, rows, chosen, len(promoted), current, evaluated,
                      final, count[0], len(tune_ref), len(eval_ref), log=log, steps=steps, eval_arrays=eval_arrays,
-                     target_snr=target.min_snr, outputs=[_source(graph, o) for o in graph.outputs])
+                     target_snr=target.min_snr, outputs=[_source(graph, o) for o in graph.outputs],
+                     precision=user_precision(options))
+
+
+def user_precision(options: ConvertOptions) -> dict[str, Any]:
+    """The recipe keys the user set (those that differ from their defaults), but the patterns tune chooses."""
+    keys = {s.key for s in recipe_specs()} - {"keep_float", "int16"}
+    return {k: v for k, v in options.changed().items() if k in keys}
 
 
 def _source(graph: Any, tensor: str) -> str:

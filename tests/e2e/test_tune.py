@@ -179,6 +179,7 @@ def test_max_drop_with_labels(case_of, capsys: pytest.CaptureFixture[str]) -> No
     ([], "tune needs a budget"),
     (["--max-drop", "1"], "--max-drop needs --labels"),
     (["--min-snr", "30", "--labels", "x.npy"], "--labels is for --max-drop"),
+    (["--min-snr", "30", "--recipe", "r.toml"], "No such option '--recipe'"),  # tune writes recipes, reads none
 ])
 def test_usage_errors_exit_2(args: list[str], message: str, capsys: pytest.CaptureFixture[str],
                              tmp_path: Path) -> None:
@@ -337,3 +338,18 @@ def test_tune_takes_a_keras_file_frozen_once(tmp_path: Path, monkeypatch: pytest
     assert len(calls) == 1, calls
     sg = read_model(out.read_bytes()).subgraphs[0]
     assert len(sg.inputs) == 1 and len(sg.outputs) == 1
+
+
+def test_recipe_out_holds_the_precision_options_given(case_of, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
+    """`tune --per-tensor-weights --recipe-out R` then `convert --recipe R` writes the tuned file: the
+    recipe holds the precision options the user set, not only the patterns."""
+    case = case_of("massive")
+    rc, out, recipe = _tune(case, "--min-snr", "30", "--per-tensor-weights")
+    assert rc == 0, capsys.readouterr().err
+    values = tomllib.loads(recipe.read_text())
+    assert values["per_tensor_weights"] is True and set(values) == {"version", "per_tensor_weights", "keep_float",
+                                                                   "int16"}
+    again = case["dir"] / "again_pt.tflite"
+    assert main(["convert", str(case["pb"]), "--inputs", "input", "--outputs", "Identity", "--calibration-data",
+                 str(case["dir"] / "cal.npz"), "--recipe", str(recipe), "-o", str(again)]) == 0
+    assert again.read_bytes() == out.read_bytes()
