@@ -51,7 +51,7 @@ from qconvert.errors import ConversionError, UsageError
 from qconvert.frontend.load import model_bytes
 from qconvert.io import write_atomic
 from qconvert.options import ConvertOptions, recipe_specs
-from qconvert.recipe import write_recipe
+from qconvert.recipe import recipe_kind, write_recipe
 from qconvert.schema.reader import read_model
 from qconvert.tools.compare import _LiteRTModel, _Stats
 
@@ -491,11 +491,18 @@ def _pick(tried: Mapping[str, Measure], budget: Budget) -> str | None:
 # ---------------------------------------------------------------------------------- output
 
 
-def write(result: Tuned, output: str | os.PathLike, recipe_out: str | os.PathLike | None) -> None:
-    """The model, then the recipe (a budget met only: the caller checks ``result.met``)."""
+def check_targets(output: str | os.PathLike | None, recipe_out: str | os.PathLike | None) -> None:
+    """What ``write`` needs, checked before the search: the directories exist, the recipe is .toml/.json."""
+    if recipe_out is not None:
+        recipe_kind(os.fspath(recipe_out), f"--recipe-out '{os.fspath(recipe_out)}'")
     for target in (output, recipe_out):
         if target is not None and not Path(target).resolve().parent.is_dir():
             raise ConversionError(f"cannot write '{target}': directory '{Path(target).parent}' does not exist")
+
+
+def write(result: Tuned, output: str | os.PathLike, recipe_out: str | os.PathLike | None) -> None:
+    """The model, then the recipe (a budget met only: the caller checks ``result.met``)."""
+    check_targets(output, recipe_out)
     write_atomic(output, result.model)
     if recipe_out is not None:
         write_recipe(recipe_out, result.recipe, [

@@ -353,3 +353,22 @@ def test_recipe_out_holds_the_precision_options_given(case_of, capsys: pytest.Ca
     assert main(["convert", str(case["pb"]), "--inputs", "input", "--outputs", "Identity", "--calibration-data",
                  str(case["dir"] / "cal.npz"), "--recipe", str(recipe), "-o", str(again)]) == 0
     assert again.read_bytes() == out.read_bytes()
+
+
+@pytest.mark.parametrize("where, rc_expected, message", [
+    ("recipe.yaml", 2, "a recipe is a .toml or a .json file"),
+    ("no_dir/recipe.toml", 1, "does not exist"),
+])
+def test_targets_are_checked_before_the_search(case_of, where: str, rc_expected: int, message: str,  # type: ignore[no-untyped-def]
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    case = case_of("massive")
+    d = case["dir"]
+    out = d / "early.tflite"
+    out.unlink(missing_ok=True)
+    rc = main(["tune", str(case["pb"]), "--inputs", "input", "--outputs", "Identity", "--calibration-data",
+               str(d / "cal.npz"), "--eval-data", str(d / "eval.npz"), "--min-snr", "30", "-o", str(out),
+               "--recipe-out", str(d / where)])
+    err = capsys.readouterr().err
+    assert rc == rc_expected and message in err, err
+    assert "qconvert: tune:" not in err and len(err.strip().splitlines()) == 1, err  # no calibration, one line
+    assert not out.exists()
