@@ -36,6 +36,8 @@ import math
 import os
 import re
 import tempfile
+import zipfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -44,7 +46,7 @@ import numpy as np
 
 from qconvert import api
 from qconvert.calibration import executor
-from qconvert.calibration.data import Samples, as_samples, open_samples
+from qconvert.calibration.data import Samples, load_arrays, samples_from
 from qconvert.calibration.precision import choose_ops, compute
 from qconvert.converter.conversion import run_conversion
 from qconvert.errors import ConversionError, UsageError
@@ -225,28 +227,21 @@ class Tuned:
 def _samples(source: Any, shapes: Mapping[str, Any], limit: int | None, options: ConvertOptions,
              what: str) -> Samples:
     c = options.calibration
-    if isinstance(source, Mapping):
-        missing = [n for n in shapes if n not in source]
-        if missing:
-            raise ConversionError(f"{what} has no array for input '{missing[0]}'")
-        arrays = {n: as_samples(n, np.asarray(source[n]), shapes[n], what) for n in shapes}
-        return Samples.from_arrays({n: a[:limit] for n, a in arrays.items()})
-    if not Path(source).exists():
-        raise ConversionError(f"{what} '{source}' does not exist")
-    return open_samples(source, shapes, limit, c.seed, c.image_size, c.mean, c.std)
+    return samples_from(source, shapes, limit, c.seed, c.image_size, c.mean, c.std, what)
 
 
 def _labels(source: Any) -> np.ndarray:
+    """--labels: a .npy, or a .npz of one array (the shared loader: a file that cannot be read is one line)."""
     if isinstance(source, (str, os.PathLike)):
-        try:
-            loaded = np.load(source)
-        except (OSError, ValueError) as exc:
-            raise ConversionError(f"cannot read --labels '{source}': {exc}") from None
+        loaded = load_arrays(source, "--labels")
         if not isinstance(loaded, np.ndarray):
             files = list(loaded.files)
             if len(files) != 1:
                 raise ConversionError(f"--labels '{source}' holds {len(files)} arrays; give one (class ids)")
-            loaded = loaded[files[0]]
+            try:
+                loaded = loaded[files[0]]
+            except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
+                raise ConversionError(f"cannot read --labels '{source}': {exc}") from None
         source = loaded
     a = np.asarray(source)
     if a.dtype.kind not in "iu":
@@ -294,12 +289,13 @@ def tune(model: bytes | str | os.PathLike, options: ConvertOptions, eval_data: A
     c = options.calibration
     floats = run_conversion(model, options, stop_before="calibrate").graph
     shapes = {n: floats.tensors[n].shape for n in floats.inputs}
-    every = _samples(c.data, shapes, c.samples, options, "calibration data")
-    arrays: dict[str, list[np.ndarray]] = {n: [] for n in floats.inputs}
-    for feed in every.batches(64):
-        for n in floats.inputs:
-            arrays[n].append(feed[n])
-    whole = {n: np.concatenate(v) for n, v in arrays.items()}
+    # the evaluation samples and their labels are opened (and counted) before anything is calibrated
+    eval_samples = _samples(eval_data, shapes, None, options, "--eval-data")
+    label_ids = _labels(labels) if labels is not None else None
+    if label_ids is not None and len(label_ids) != len(eval_samples):
+        raise UsageError(f"--labels has {len(label_ids)} label(s), --eval-data {len(eval_samples)} sample(s); "
+                         "give one label per evaluation sample, in order")
+    whole = _samples(c.data, shapes, c.samples, options, "calibration data").read_all()
     total = len(next(iter(whole.values())))
     held = min(TUNE_SAMPLES, total // 4)
     if held < 1:
@@ -315,8 +311,7 @@ def tune(model: bytes | str | os.PathLike, options: ConvertOptions, eval_data: A
     say(f"calibrated on {calibrated.stats.samples} sample(s); {held} more set aside for tuning; the float "
          f"model's outputs on them and on the evaluation samples")
     tune_ref = Reference(floats, Samples.from_arrays({n: a[total - held:] for n, a in whole.items()}))
-    eval_ref = Reference(floats, _samples(eval_data, shapes, None, options, "--eval-data"),
-                         _labels(labels) if labels is not None else None)
+    eval_ref = Reference(floats, eval_samples, label_ids)
 
     graph = calibrated.graph
     candidates = [(node, out) for node in graph.nodes if compute(node) for out in node.outputs if out]

@@ -372,3 +372,42 @@ def test_targets_are_checked_before_the_search(case_of, where: str, rc_expected:
     assert rc == rc_expected and message in err, err
     assert "qconvert: tune:" not in err and len(err.strip().splitlines()) == 1, err  # no calibration, one line
     assert not out.exists()
+
+
+@pytest.mark.parametrize("content, rc_expected, message", [
+    (b"", 1, "cannot read --labels"),  # empty
+    (b"\x93NUMPY\x01\x00v\x00{'descr': '<i8', 'fortran_order': False, 'shape': (100,), }" + b" " * 50 + b"\n"
+     + b"\x00" * 40, 1, "cannot read --labels"),  # truncated .npy
+    (b"PK\x03\x04truncated", 1, "--labels"),  # truncated .npz
+    (None, 2, "--labels has 3 label(s), --eval-data 100 sample(s)"),  # the count
+])
+def test_bad_labels_are_one_line_before_calibration(case_of, tmp_path: Path, content: bytes | None,  # type: ignore[no-untyped-def]
+                                                    rc_expected: int, message: str,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    case = case_of("outliers")
+    labels = tmp_path / ("labels.npz" if content and content.startswith(b"PK") else "labels.npy")
+    if content is None:
+        np.save(labels, np.arange(3))
+    else:
+        labels.write_bytes(content)
+    rc, out, _ = _tune(case, "--max-drop", "3", "--labels", str(labels))
+    err = capsys.readouterr().err
+    assert rc == rc_expected and message in err, err
+    assert "internal error" not in err and "qconvert: tune:" not in err and len(err.strip().splitlines()) == 1, err
+    assert not out.exists()
+
+
+def test_calibration_data_as_a_glob(case_of, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
+    """`--calibration-data 'dir/*.npz'` is read as convert reads it (the same samples, in file order)."""
+    case = case_of("massive")
+    cal = np.load(case["dir"] / "cal.npz")["input"]
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    np.savez(parts / "a.npz", input=cal[:100])
+    np.savez(parts / "b.npz", input=cal[100:])
+    out = tmp_path / "glob.tflite"
+    rc = main(["tune", str(case["pb"]), "--inputs", "input", "--outputs", "Identity", "--calibration-data",
+               str(parts / "*.npz"), "--eval-data", str(case["dir"] / "eval.npz"), "--min-snr", "30", "-o", str(out)])
+    assert rc == 0, capsys.readouterr().err
+    rc, whole, _ = _tune(case, "--min-snr", "30")
+    assert rc == 0 and out.read_bytes() == whole.read_bytes()
