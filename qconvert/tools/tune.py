@@ -7,7 +7,8 @@ per-tensor promotion (``--int16`` or ``--keep-float``) whose file meets an error
    computes it (its running sums; the float side is qconvert's float executor on the fused float
    graph, the quantized side LiteRT's built-in kernels, which run int8, 16x8 and float islands
    alike); with ``--max-drop`` also the share of samples whose top-1 class differs from the float
-   model's. Tuning scores on up to ``TUNE_SAMPLES`` of the calibration samples only.
+   model's. Tuning scores on the last quarter of the calibration samples (at most ``TUNE_SAMPLES``,
+   in file order; calibration does not see them).
 3. Sensitivity: for every tensor a compute op writes, the output SNR when that tensor alone is
    kept float (its producer and every reader: precision belongs to a tensor). One quantization per
    tensor; float is the most that promoting the tensor can give, whatever the cause (an activation
@@ -57,7 +58,7 @@ from qconvert.recipe import recipe_kind, write_recipe
 from qconvert.schema.reader import read_model
 from qconvert.tools.compare import _LiteRTModel, _Stats
 
-TUNE_SAMPLES = 64  # calibration samples the search scores on (drawn with --seed when there are more)
+TUNE_SAMPLES = 64  # calibration samples the search scores on: the last quarter, at most this many, in file order
 TUNE_MARGIN_DB = 1.0  # the search aims this far above --min-snr on the tuning samples (they are few)
 INT16_ENOUGH_DB = 1.0  # int16 is chosen when its SNR comes this close to float's
 MIN_GAIN_DB = 0.1  # a promotion gaining less is not made

@@ -142,7 +142,9 @@ def test_tuned_file_runs_in_tflite_micro(case: dict) -> None:  # type: ignore[ty
     x = np.clip(np.round(case["eval"][:1] / iscale + izp), -128, 127).astype(np.int8)
     try:
         micro = oracle.tflm_outputs(tuned, [x], 1)[0]
-    except Exception as exc:  # noqa: BLE001 - an op TFLite Micro lacks: say which
+    except Exception as exc:  # noqa: BLE001 - only an op TFLite Micro lacks is a skip (saying which)
+        if not re.search(r"Didn't find op|Failed to get registration|not supported|unsupported", str(exc)):
+            raise
         pytest.skip(f"TFLite Micro does not run it: {str(exc).splitlines()[0][:120]}")
     ref = oracle.run_litert(tuned, {"input": x})[0]
     assert np.abs(micro.astype(np.int32) - ref.astype(np.int32)).max() <= 1
@@ -299,7 +301,8 @@ def test_html_report_in_headless_chromium(case_of, tmp_path: Path,  # type: igno
     dom = html_report.chromium(tmp_path, "--virtual-time-budget=5000", "--dump-dom", page.as_uri())
     assert dom.returncode == 0, dom.stderr[-2000:]
     assert f'data-qc-ready="{len(html_report.litert_ops(out))}"' in dom.stdout, dom.stdout[:300]
-    assert re.search(r'<tr data-i="\d+"[^>]*\bsel\b', dom.stdout) or "<td>SNR op alone</td>" in dom.stdout
+    assert re.search(r'<tr data-i="\d+"[^>]*\bsel\b', dom.stdout), dom.stdout[:300]  # the worst op selected
+    assert "<td>SNR op alone</td>" in dom.stdout  # ... and its side panel drawn
     png = tmp_path / "tune.png"
     shot = html_report.chromium(tmp_path, f"--screenshot={png}", "--window-size=1400,1800", page.as_uri())
     assert shot.returncode == 0 and png.is_file(), shot.stderr[-2000:]
