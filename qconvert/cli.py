@@ -231,6 +231,7 @@ def tune(model: str, output: str | None, eval_data: str, min_snr: float | None, 
         options = ConvertOptions.from_cli(words, "tune")
         tuner.check_usage(options, min_snr, max_drop, labels)
         target = output or str(api.default_output(model))
+        tuner.check_targets(target, recipe_out)  # before the search: no half-written result after it
         for report_path in (html_path, explorer_path):  # before the search: no late surprise
             if report_path is not None and not Path(report_path).resolve().parent.is_dir():
                 raise ConversionError(f"cannot write '{report_path}': directory '{Path(report_path).parent}' "

@@ -808,13 +808,13 @@ def _by_key() -> dict[str, Spec]:
 
 def specs_for(command: str) -> list[Spec]:
     """The options a command takes, in declaration order: ``convert`` all but --histograms;
-    ``calibrate`` those marked for it; ``tune`` convert's but the precision patterns, statistics files,
-    targets and dumps."""
+    ``calibrate`` those marked for it; ``tune`` convert's but the precision patterns and recipe (tune
+    chooses them), statistics files, targets and dumps."""
     if command == "calibrate":
         return [s for s in SPECS if s.calibrate]
     if command == "tune":  # tune chooses --keep-float/--int16 itself, calibrates once, checks no target
-        return [s for s in SPECS if s.key not in ("histograms", "keep_float", "int16", "dump_after", "save_stats",
-                                                  "stats", "target")]
+        return [s for s in SPECS if s.key not in ("histograms", "keep_float", "int16", "recipe", "dump_after",
+                                                  "save_stats", "stats", "target")]
     return [s for s in SPECS if s.key != "histograms"]
 
 

@@ -56,7 +56,7 @@ def load_recipe(path: str | os.PathLike) -> Recipe:
     """:func:`read_recipe` with the notes and the form."""
     name = os.fspath(path)
     where = f"recipe '{name}'"
-    kind = _kind(name, where)
+    kind = recipe_kind(name, where)
     try:
         text = Path(name).read_text(encoding="utf-8")
     except OSError as exc:
@@ -92,7 +92,7 @@ def write_recipe(path: str | os.PathLike, values: Mapping[str, Any], comments: S
     default) are left out, tuples written as lists; ``comments`` as ``#`` lines at the top of a TOML
     recipe (JSON has none). Atomic: no partial file."""
     name = os.fspath(path)
-    kind = _kind(name, f"recipe '{name}'")
+    kind = recipe_kind(name, f"recipe '{name}'")
     text = recipe_text(values, comments, kind)
     write_atomic(name, text.encode("utf-8"))
 
@@ -109,7 +109,8 @@ def recipe_text(values: Mapping[str, Any], comments: Sequence[str] = (), kind: s
 # ---------------------------------------------------------------------------------- writing
 
 
-def _kind(name: str, where: str) -> str:
+def recipe_kind(name: str, where: str) -> str:
+    """"toml" or "json" by the file's suffix; anything else a UsageError naming ``where``."""
     suffix = Path(name).suffix.lower()
     if suffix not in (".toml", ".json"):
         raise UsageError(f"{where}: a recipe is a .toml or a .json file")

@@ -34,8 +34,10 @@ def test_write_then_read_gives_the_same_values_and_options(tmp_path: Path, suffi
     path = tmp_path / f"r{suffix}"
     write_recipe(path, {**VALUES, "block_size": None, "keep_float": tuple(VALUES["keep_float"])})
     assert read_recipe(path) == VALUES  # None (the default) left out, tuples as lists
-    assert (json.loads(path.read_text()) if suffix == ".json" else {})["version"] == 1 if suffix == ".json" else \
-        path.read_text().startswith("version = 1\n")
+    if suffix == ".json":
+        assert json.loads(path.read_text())["version"] == 1
+    else:
+        assert path.read_text().startswith("version = 1\n")
     with_recipe = ConvertOptions.of(recipe=str(path), calibration_data="x.npz")
     with_keys = ConvertOptions.of(**VALUES, calibration_data="x.npz")
     assert with_recipe.precision.recipe == str(path) and with_recipe.replace(recipe=None) == with_keys

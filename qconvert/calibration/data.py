@@ -26,7 +26,7 @@ import os
 import zipfile
 import zlib
 from pathlib import Path
-from typing import Iterator, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -429,6 +429,20 @@ def open_samples(path: str | os.PathLike, inputs: Mapping[str, Sequence[int] | N
         samples.pick = np.sort(np.random.default_rng(seed).choice(samples.count, size=limit, replace=False))
         samples.count = limit
     return samples
+
+
+def samples_from(source: Any, inputs: Mapping[str, Sequence[int] | None], limit: int | None = None,
+                 seed: int = 0, image_size: tuple[int, int] | None = None, mean: Sequence[float] | float = 0.0,
+                 std: Sequence[float] | float = 1.0, what: str = "calibration data") -> Samples:
+    """The samples of ``source``: in-memory arrays (``{input: array}``, the first ``limit``) or a
+    file, directory or glob (:func:`open_samples`, ``limit`` drawn with ``seed``)."""
+    if isinstance(source, Mapping):
+        missing = [n for n in inputs if n not in source]
+        if missing:
+            raise ConversionError(f"{what} has no array for input '{missing[0]}'")
+        arrays = {n: as_samples(n, np.asarray(source[n]), inputs[n], what) for n in inputs}
+        return Samples.from_arrays({n: a[:limit] for n, a in arrays.items()})
+    return open_samples(source, inputs, limit, seed, image_size, mean, std)
 
 
 def load_samples(path: str | os.PathLike, inputs: Mapping[str, Sequence[int] | None],

@@ -177,21 +177,12 @@ def _calibration(graph: Graph, options: ConvertOptions, progress: Any) -> Calibr
     if not c.given:
         return None
     from qconvert.calibration.calibrate import Calibration
-    from qconvert.calibration.data import Samples, as_samples, open_samples
+    from qconvert.calibration.data import samples_from
 
     loaded = None
     if c.data is not None:
         shapes = {n: graph.tensors[n].shape for n in graph.inputs}
-        if isinstance(c.data, Mapping):
-            missing = [n for n in shapes if n not in c.data]
-            if missing:
-                raise ConversionError(f"calibration data has no array for input '{missing[0]}'")
-            arrays = {n: as_samples(n, c.data[n], shapes[n], "calibration data") for n in shapes}
-            if c.samples is not None:
-                arrays = {n: a[:c.samples] for n, a in arrays.items()}
-            loaded = Samples.from_arrays(arrays)
-        else:
-            loaded = open_samples(c.data, shapes, c.samples, c.seed, c.image_size, c.mean, c.std)
+        loaded = samples_from(c.data, shapes, c.samples, c.seed, c.image_size, c.mean, c.std)
     if c.save_stats is not None and not Path(c.save_stats).resolve().parent.is_dir():  # before the samples run
         raise ConversionError(f"cannot write '{c.save_stats}': directory '{Path(c.save_stats).parent}' does not exist")
     return Calibration(c, loaded, _read_ranges(c.ranges_file), progress, engine=_engine(c.engine))

@@ -38,6 +38,26 @@ def read_model_nodes(model: bytes | str | os.PathLike, inputs: Sequence[str] | N
     return read_graphdef(model), inputs, outputs, None
 
 
+def model_bytes(model: bytes | str | os.PathLike, inputs: Sequence[str] | None = None,
+                outputs: Sequence[str] | None = None
+                ) -> tuple[bytes | str | os.PathLike, Sequence[str] | None, Sequence[str] | None]:
+    """(model, inputs, outputs) read once for a caller that converts it many times (``tune``): a
+    SavedModel or Keras file frozen by TensorFlow once, to GraphDef bytes, its signature's inputs and
+    outputs filling those left out (as ``convert`` does); a .pb file's bytes; anything else as given
+    (a .tflite, or a path that does not exist: the conversion says what it is)."""
+    if isinstance(model, (bytes, bytearray)):
+        return bytes(model), inputs, outputs
+    from qconvert.frontend.tf_frozen import freeze, is_tf_model
+
+    if is_tf_model(model):
+        frozen, tf_inputs, tf_outputs, _ = freeze(model)
+        return frozen, inputs or tf_inputs, outputs or tf_outputs
+    if os.path.isfile(model):
+        with open(model, "rb") as fh:
+            return fh.read(), inputs, outputs
+    return model, inputs, outputs
+
+
 def attach_signature(graph: Graph, signature: Any, notes: list[str]) -> None:
     """Give ``graph`` the signature ``read_model_nodes`` found, over its inputs and outputs
     (positions); dropped with a note when ``--inputs``/``--outputs`` cut the graph elsewhere."""

@@ -30,6 +30,7 @@ from qconvert.io import write_atomic
 from qconvert.schema.reader import ModelInfo, OpInfo
 from qconvert.schema.reader import read_model as read_tflite
 from qconvert.tools.compare import Report, Row
+from qconvert.tools.jsonable import jsonable
 
 # SNR (dB) → fill colour; above the last stop the last colour, below the first the first.
 STOPS: tuple[tuple[float, str], ...] = (
@@ -545,7 +546,7 @@ def _details(ops: list[_Op]) -> str:
                          **{k: d.get(k) for k in ("shape", "snr_db", "local_snr_db", "cosine", "max_abs_error",
                                                   "max_error_lsb", "mean_error_lsb", "mean_abs_error_lsb",
                                                   "scale", "zero_point")}}
-    return json.dumps(data, allow_nan=False).replace("</", "<\\/")
+    return json.dumps(jsonable(data), allow_nan=False).replace("</", "<\\/")  # cosine, max_abs_error: NaN/inf
 
 
 def render(report: Report, model: ModelInfo | None = None) -> str:

@@ -7,7 +7,8 @@ per-tensor promotion (``--int16`` or ``--keep-float``) whose file meets an error
    computes it (its running sums; the float side is qconvert's float executor on the fused float
    graph, the quantized side LiteRT's built-in kernels, which run int8, 16x8 and float islands
    alike); with ``--max-drop`` also the share of samples whose top-1 class differs from the float
-   model's. Tuning scores on up to ``TUNE_SAMPLES`` of the calibration samples only.
+   model's. Tuning scores on the last quarter of the calibration samples (at most ``TUNE_SAMPLES``,
+   in file order; calibration does not see them).
 3. Sensitivity: for every tensor a compute op writes, the output SNR when that tensor alone is
    kept float (its producer and every reader: precision belongs to a tensor). One quantization per
    tensor; float is the most that promoting the tensor can give, whatever the cause (an activation
@@ -26,7 +27,8 @@ per-tensor promotion (``--int16`` or ``--keep-float``) whose file meets an error
 
 May import: ``qconvert.api`` (conversions), ``qconvert.converter``, ``qconvert.calibration``
 (samples, the float executor), ``qconvert.tools.compare`` (the SNR sums, LiteRT model),
-``qconvert.schema`` (reading candidate files), ``qconvert.io``, ``qconvert.errors``, ``qconvert.options``.
+``qconvert.schema`` (reading candidate files), ``qconvert.frontend.load`` (the model, read or frozen
+once), ``qconvert.io``, ``qconvert.errors``, ``qconvert.options``.
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ import math
 import os
 import re
 import tempfile
+import zipfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -43,22 +47,22 @@ import numpy as np
 
 from qconvert import api
 from qconvert.calibration import executor
-from qconvert.calibration.data import Samples, as_samples, open_samples
+from qconvert.calibration.data import Samples, load_arrays, samples_from
 from qconvert.calibration.precision import choose_ops, compute
 from qconvert.converter.conversion import run_conversion
 from qconvert.errors import ConversionError, UsageError
+from qconvert.frontend.load import model_bytes
 from qconvert.io import write_atomic
-from qconvert.options import ConvertOptions
-from qconvert.recipe import write_recipe
+from qconvert.options import ConvertOptions, recipe_specs
+from qconvert.recipe import recipe_kind, write_recipe
 from qconvert.schema.reader import read_model
 from qconvert.tools.compare import _LiteRTModel, _Stats
 
-TUNE_SAMPLES = 64  # calibration samples the search scores on (drawn with --seed when there are more)
+TUNE_SAMPLES = 64  # calibration samples the search scores on: the last quarter, at most this many, in file order
 TUNE_MARGIN_DB = 1.0  # the search aims this far above --min-snr on the tuning samples (they are few)
 INT16_ENOUGH_DB = 1.0  # int16 is chosen when its SNR comes this close to float's
 MIN_GAIN_DB = 0.1  # a promotion gaining less is not made
 ROUND_GAIN_DB = 1.0  # a round of the search gaining less in all ends it (a budget out of reach)
-RECIPE_VERSION = 1
 
 
 def pattern(tensor: str) -> str:
@@ -201,10 +205,12 @@ class Tuned:
     eval_arrays: dict[str, np.ndarray] = field(default_factory=dict, repr=False)  # the evaluation samples, per input
     target_snr: float | None = None  # what the search aimed at on the tuning samples (--min-snr + its margin)
     outputs: list[str] = field(default_factory=list)  # the graph's output tensors (the file's outputs, in order)
+    precision: dict[str, Any] = field(default_factory=dict)  # the recipe keys the user set (--per-tensor-weights ...)
 
     @property
     def recipe(self) -> dict[str, Any]:
-        return {"version": RECIPE_VERSION,
+        """The recipe that reproduces the file: the precision options the user set, and the patterns chosen."""
+        return {**self.precision,
                 "keep_float": [pattern(t) for t, m in self.chosen.items() if m == "float"],
                 "int16": [pattern(t) for t, m in self.chosen.items() if m == "int16"]}
 
@@ -222,28 +228,21 @@ class Tuned:
 def _samples(source: Any, shapes: Mapping[str, Any], limit: int | None, options: ConvertOptions,
              what: str) -> Samples:
     c = options.calibration
-    if isinstance(source, Mapping):
-        missing = [n for n in shapes if n not in source]
-        if missing:
-            raise ConversionError(f"{what} has no array for input '{missing[0]}'")
-        arrays = {n: as_samples(n, np.asarray(source[n]), shapes[n], what) for n in shapes}
-        return Samples.from_arrays({n: a[:limit] for n, a in arrays.items()})
-    if not Path(source).exists():
-        raise ConversionError(f"{what} '{source}' does not exist")
-    return open_samples(source, shapes, limit, c.seed, c.image_size, c.mean, c.std)
+    return samples_from(source, shapes, limit, c.seed, c.image_size, c.mean, c.std, what)
 
 
 def _labels(source: Any) -> np.ndarray:
+    """--labels: a .npy, or a .npz of one array (the shared loader: a file that cannot be read is one line)."""
     if isinstance(source, (str, os.PathLike)):
-        try:
-            loaded = np.load(source)
-        except (OSError, ValueError) as exc:
-            raise ConversionError(f"cannot read --labels '{source}': {exc}") from None
+        loaded = load_arrays(source, "--labels")
         if not isinstance(loaded, np.ndarray):
             files = list(loaded.files)
             if len(files) != 1:
                 raise ConversionError(f"--labels '{source}' holds {len(files)} arrays; give one (class ids)")
-            loaded = loaded[files[0]]
+            try:
+                loaded = loaded[files[0]]
+            except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
+                raise ConversionError(f"cannot read --labels '{source}': {exc}") from None
         source = loaded
     a = np.asarray(source)
     if a.dtype.kind not in "iu":
@@ -265,6 +264,8 @@ def check_usage(options: ConvertOptions, min_snr: float | None, max_drop: float 
     c, p = options.calibration, options.precision
     if c.data is None:
         raise UsageError("tune needs --calibration-data (it calibrates once and measures sensitivity on it)")
+    if p.recipe is not None:
+        raise UsageError("tune chooses the precision itself: drop --recipe (its keys are what --recipe-out writes)")
     if p.dynamic_range or p.activations != "int8" or p.inference_type != "int8":
         raise UsageError("tune promotes tensors of an int8 model: drop --activations/--block-size/--inference-type")
 
@@ -281,17 +282,21 @@ def tune(model: bytes | str | os.PathLike, options: ConvertOptions, eval_data: A
     def say(line: str) -> None:  # every progress line is also kept for the report
         log.append(line)
         echo(line)
-    if not isinstance(model, (bytes, bytearray)) and Path(model).is_file():
-        model = Path(model).read_bytes()  # read once: every candidate converts from these bytes
+    # read once: every candidate converts from these bytes (a SavedModel or Keras file frozen by
+    # TensorFlow once, its signature's inputs and outputs in the options, as convert takes them)
+    model, inputs, outputs = model_bytes(model, options.inputs, options.outputs)
+    if (inputs, outputs) != (options.inputs, options.outputs):
+        options = options.replace(inputs=inputs, outputs=outputs)
     c = options.calibration
     floats = run_conversion(model, options, stop_before="calibrate").graph
     shapes = {n: floats.tensors[n].shape for n in floats.inputs}
-    every = _samples(c.data, shapes, c.samples, options, "calibration data")
-    arrays: dict[str, list[np.ndarray]] = {n: [] for n in floats.inputs}
-    for feed in every.batches(64):
-        for n in floats.inputs:
-            arrays[n].append(feed[n])
-    whole = {n: np.concatenate(v) for n, v in arrays.items()}
+    # the evaluation samples and their labels are opened (and counted) before anything is calibrated
+    eval_samples = _samples(eval_data, shapes, None, options, "--eval-data")
+    label_ids = _labels(labels) if labels is not None else None
+    if label_ids is not None and len(label_ids) != len(eval_samples):
+        raise UsageError(f"--labels has {len(label_ids)} label(s), --eval-data {len(eval_samples)} sample(s); "
+                         "give one label per evaluation sample, in order")
+    whole = _samples(c.data, shapes, c.samples, options, "calibration data").read_all()
     total = len(next(iter(whole.values())))
     held = min(TUNE_SAMPLES, total // 4)
     if held < 1:
@@ -307,8 +312,7 @@ def tune(model: bytes | str | os.PathLike, options: ConvertOptions, eval_data: A
     say(f"calibrated on {calibrated.stats.samples} sample(s); {held} more set aside for tuning; the float "
          f"model's outputs on them and on the evaluation samples")
     tune_ref = Reference(floats, Samples.from_arrays({n: a[total - held:] for n, a in whole.items()}))
-    eval_ref = Reference(floats, _samples(eval_data, shapes, None, options, "--eval-data"),
-                         _labels(labels) if labels is not None else None)
+    eval_ref = Reference(floats, eval_samples, label_ids)
 
     graph = calibrated.graph
     candidates = [(node, out) for node in graph.nodes if compute(node) for out in node.outputs if out]
@@ -436,7 +440,14 @@ def tune(model: bytes | str | os.PathLike, options: ConvertOptions, eval_data: A
         eval_arrays = {n: np.concatenate([f[n] for f in eval_ref.feeds]) for n in floats.inputs}
         return Tuned(met, budget, n_compute, full, full_eval, rows, chosen, len(promoted), current, evaluated,
                      final, count[0], len(tune_ref), len(eval_ref), log=log, steps=steps, eval_arrays=eval_arrays,
-                     target_snr=target.min_snr, outputs=[_source(graph, o) for o in graph.outputs])
+                     target_snr=target.min_snr, outputs=[_source(graph, o) for o in graph.outputs],
+                     precision=user_precision(options))
+
+
+def user_precision(options: ConvertOptions) -> dict[str, Any]:
+    """The recipe keys the user set (those that differ from their defaults), but the patterns tune chooses."""
+    keys = {s.key for s in recipe_specs()} - {"keep_float", "int16"}
+    return {k: v for k, v in options.changed().items() if k in keys}
 
 
 def _source(graph: Any, tensor: str) -> str:
@@ -476,11 +487,18 @@ def _pick(tried: Mapping[str, Measure], budget: Budget) -> str | None:
 # ---------------------------------------------------------------------------------- output
 
 
-def write(result: Tuned, output: str | os.PathLike, recipe_out: str | os.PathLike | None) -> None:
-    """The model, then the recipe (a budget met only: the caller checks ``result.met``)."""
+def check_targets(output: str | os.PathLike | None, recipe_out: str | os.PathLike | None) -> None:
+    """What ``write`` needs, checked before the search: the directories exist, the recipe is .toml/.json."""
+    if recipe_out is not None:
+        recipe_kind(os.fspath(recipe_out), f"--recipe-out '{os.fspath(recipe_out)}'")
     for target in (output, recipe_out):
         if target is not None and not Path(target).resolve().parent.is_dir():
             raise ConversionError(f"cannot write '{target}': directory '{Path(target).parent}' does not exist")
+
+
+def write(result: Tuned, output: str | os.PathLike, recipe_out: str | os.PathLike | None) -> None:
+    """The model, then the recipe (a budget met only: the caller checks ``result.met``)."""
+    check_targets(output, recipe_out)
     write_atomic(output, result.model)
     if recipe_out is not None:
         write_recipe(recipe_out, result.recipe, [
