@@ -351,12 +351,12 @@ class Samples:
         return {n: np.concatenate(v) for n, v in out.items()}
 
 
-_GLOB_CHARS = set("*?[")
+GLOB_CHARS = frozenset("*?[")  # a --calibration-data (or compare --data) path with one of these is a glob
 
 
 def _expand(path: str | os.PathLike) -> list[Path]:
     text = str(path)
-    if _GLOB_CHARS & set(text) and not Path(text).exists():
+    if GLOB_CHARS & set(text) and not Path(text).exists():
         import glob
 
         matches = sorted(glob.glob(text))

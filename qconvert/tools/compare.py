@@ -37,7 +37,7 @@ import numpy as np
 
 from qconvert.calibration import executor
 from qconvert.calibration.calibrate import Calibration
-from qconvert.calibration.data import Samples, as_samples, open_samples
+from qconvert.calibration.data import GLOB_CHARS, Samples, as_samples, open_samples
 from qconvert.converter.conversion import is_tflite, load_graph
 from qconvert.converter.pipeline import run
 from qconvert.errors import ConversionError, RunError
@@ -308,7 +308,7 @@ def compare(pb: str | os.PathLike, tflite: str | os.PathLike, data: str | os.Pat
         arrays = {n: as_samples(n, np.asarray(data[n]), shapes[n], "data") for n in graph.inputs}
         source = Samples.from_arrays({k: v[:samples] for k, v in arrays.items()})
     else:
-        if not Path(data).exists():
+        if not Path(data).exists() and not GLOB_CHARS & set(str(data)):  # a glob: open_samples expands it
             raise ConversionError(f"--data '{data}' does not exist")
         source = open_samples(data, shapes, limit=samples, seed=seed)  # read one sample at a time
     n = len(source)

@@ -20,6 +20,7 @@ pytest.importorskip("tensorflow", reason="the models and the float oracle are bu
 import corpus  # noqa: E402
 
 from qconvert.api import convert_bytes  # noqa: E402
+from qconvert.errors import ConversionError  # noqa: E402
 from qconvert.tools.compare import compare  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -236,3 +237,18 @@ def test_a_tensor_whose_leading_dimension_is_not_the_batch(tmp_path: Path) -> No
     q = np.stack(q)
     expected = 10 * math.log10(float((f.astype(np.float64) ** 2).sum()) / float(((f - q) ** 2).sum()))
     assert abs(dense.e2e.snr_db() - expected) < 0.05, (dense.e2e.snr_db(), expected)
+
+
+def test_data_given_as_a_glob_is_the_same_samples(good: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    """--data takes what --calibration-data takes: the samples of one .npz split over two files and
+    named by a glob give the report of the one file (it was refused as a path that does not exist)."""
+    pb, tfl, data = good
+    x = np.load(data)["input"]
+    np.savez(tmp_path / "part0.npz", input=x[:20])
+    np.savez(tmp_path / "part1.npz", input=x[20:])
+    whole = compare(pb, tfl, data).as_dict()
+    split = compare(pb, tfl, str(tmp_path / "part*.npz")).as_dict()
+    assert split["samples"] == whole["samples"] == len(x)
+    assert [(t["tensor"], t["snr_db"]) for t in split["tensors"]] == [(t["tensor"], t["snr_db"]) for t in whole["tensors"]]
+    with pytest.raises(ConversionError, match="matches no file"):
+        compare(pb, tfl, str(tmp_path / "none*.npz"))
