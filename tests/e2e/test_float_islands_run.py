@@ -11,8 +11,6 @@ cross LOGISTIC's cutoffs and TANH's saturation, against TensorFlow's float .tfli
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,10 +19,10 @@ tf = pytest.importorskip("tensorflow", reason="TensorFlow builds the model")
 keras = pytest.importorskip("tf_keras", reason="the model is a tf-keras model")
 
 import oracle
+from model_cache import cached
 
 from qconvert.schema.reader import read_model
 
-CACHE = Path(os.environ.get("QCONVERT_TEST_CACHE", Path.home() / ".cache" / "qconvert-tests"))
 CALIB = np.random.default_rng(1).uniform(-1, 1, (16, 8, 8, 3)).astype(np.float32)
 
 
@@ -62,11 +60,7 @@ def _build() -> bytes:
 
 @pytest.fixture(scope="module")
 def cnn() -> bytes:
-    path = CACHE / "float_islands_cnn_v1.pb"
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(_build())
-    return path.read_bytes()
+    return cached("float_islands_cnn_v1.pb", _build)
 
 
 @pytest.mark.parametrize("patterns", [

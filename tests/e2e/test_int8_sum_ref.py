@@ -10,7 +10,6 @@ the integer multiplier, LiteRT's optimized kernel in float32) and says so in a n
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
@@ -20,10 +19,10 @@ tf = pytest.importorskip("tensorflow", reason="TensorFlow builds and converts th
 keras = pytest.importorskip("tf_keras", reason="the model is a tf-keras model")
 
 import oracle
+from model_cache import cached
 
 from qconvert.schema.reader import read_model
 
-CACHE = Path(os.environ.get("QCONVERT_TEST_CACHE", Path.home() / ".cache" / "qconvert-tests"))
 _rng = np.random.default_rng(0)
 CALIB = _rng.uniform(-1, 1, (32, 8, 16)).astype(np.float32)
 HELD_OUT = _rng.uniform(-1, 1, (64, 8, 16)).astype(np.float32)
@@ -48,13 +47,10 @@ def _build() -> bytes:
 
 @pytest.fixture(scope="module")
 def files() -> dict[str, bytes]:
-    path = CACHE / "int8_sum_v1.pb"
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(_build())
-    model = oracle.FloatGraph(path.read_bytes(), ["input"], ["Identity"], {"input": [1, 8, 16]})
+    pb = cached("int8_sum_v1.pb", _build)
+    model = oracle.FloatGraph(pb, ["input"], ["Identity"], {"input": [1, 8, 16]})
     return {"float": oracle.tf_float_convert(model), "tf": oracle.tf_ptq_convert(model, {"input": CALIB}),
-            "pb": path.read_bytes()}
+            "pb": pb}
 
 
 def _snr(files: dict[str, bytes], how: str) -> float:

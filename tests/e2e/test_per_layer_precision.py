@@ -26,10 +26,10 @@ keras = pytest.importorskip("tf_keras", reason="the model is a tf-keras model")
 
 import file_compare
 import oracle
+from model_cache import cached
 
 from qconvert.schema.reader import read_model
 
-CACHE = Path(os.environ.get("QCONVERT_TEST_CACHE", Path.home() / ".cache" / "qconvert-tests"))
 WIDE = "dense_1/BiasAdd"  # the tensor before tanh: two channels ×300
 
 
@@ -61,11 +61,7 @@ def _build() -> bytes:
 
 @pytest.fixture(scope="module")
 def pb() -> bytes:
-    path = CACHE / "per_layer_precision_tanh_v1.pb"
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(_build())
-    return path.read_bytes()
+    return cached("per_layer_precision_tanh_v1.pb", _build)
 
 
 def _data(seed: int, n: int) -> np.ndarray:
