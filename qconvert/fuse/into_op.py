@@ -94,56 +94,83 @@ def fold_mul_into_weights(graph: Graph, ctx: Context) -> bool:
     scale·|m| to within the 1-3 ulps of TF's approximate rsqrt). A weight without a
     FakeQuant is just multiplied; it gets parameters from its values later.
     """
-    dead = []
+    dead: list[Node] = []
     for node in graph:
-        mul = _unfused_reader(graph, node, lambda r: r.scales_weights)
-        if mul is None:
-            continue
-        op_row = row(node.op)
-        other = mul.inputs[1] if mul.inputs[0] == node.outputs[0] else mul.inputs[0]
-        m = graph.const(other)
-        bias, channels = _bias(graph, node)
-        ws = op_row.operand_slots[1]
-        if m is None or m.dtype != np.float32 or bias is None:
-            continue
-        if m.size not in (1, channels) or (m.ndim > 0 and m.shape[-1] != m.size):
-            continue
-        m = np.broadcast_to(m.reshape(-1), (channels,)).astype(np.float32)
-        axis = 0 if op_row.weight_axis is None else op_row.weight_axis
-        pair = dequantized_from(graph, node.inputs[ws])
-        source = pair[0].inputs[0] if pair is not None else node.inputs[ws]
-        w = graph.const(source)
-        if w is None:
-            continue
-        params = graph.tensors[pair[0].outputs[0]].quant if pair is not None else None
-        per_channel = op_row.weight_axis is not None
-        if params is not None and not per_channel and m.size > 1 and len(set(m.tolist())) > 1:
-            # A BatchNorm after a Dense with a per-tensor FakeQuant (tfmot): the folded weights
-            # are the FakeQuant's integers at one scale per output channel. TensorFlow leaves
-            # this FULLY_CONNECTED in float32; we write it per channel, exact, and keep the
-            # activation after it separate as TensorFlow's float one is (error against the
-            # training graph: see tests/e2e/test_tfmot.py).
-            per_channel = True
-            node.attrs[ACTIVATION_APART] = True
-            ctx.note(f"{node.op} '{node.name}': the BatchNorm after it makes its weights per-channel "
-                     f"(FakeQuant scale × BatchNorm scale); written per-channel int8, which TensorFlow "
-                     f"leaves float32")
-        shape = [1] * w.ndim
-        shape[axis] = channels
-        folded = graph.add_const(f"{source}/folded", w.astype(np.float32, copy=False) * m.reshape(shape).astype(np.float32, copy=False))
-        node.inputs[ws] = folded
-        if params is not None:
-            scales = np.broadcast_to(np.asarray(params.scale, np.float64), (channels,))
-            zps = np.broadcast_to(np.asarray(params.zero_point, np.int64), (channels,))
-            new = replace(params, scale=tuple((scales * np.abs(m.astype(np.float64))).tolist()),
-                          zero_point=tuple(int(z) for z in zps), axis=axis if per_channel else None)
-            if new.axis is None:
-                new = replace(new, scale=new.scale[:1], zero_point=new.zero_point[:1])
-            insert_qdq_on_edge(graph, node, ws, new, Origin.WEIGHT)
-        _absorb(graph, node, mul, (bias * m).astype(np.float32), dead)
+        _fold_following_mul(graph, ctx, node, dead)
     graph.remove_nodes(dead)
     graph.prune()
     return bool(dead)
+
+
+def fold_mul_into_conv(graph: Graph, ctx: Context) -> bool:
+    """fold_mul_into_weights for CONV_2D alone, before the FULLY_CONNECTED fusions: TensorFlow folds a
+    MUL after a Conv2D (a BatchNormalization's scale) in its TF-dialect optimize pass (FuseMulAndConv2D),
+    before the TFLite patterns run. It matters when the BatchNormalization's output also feeds a Dense:
+    ``CONV → MUL → ADD(shift) → FULLY_CONNECTED`` then becomes ``CONV' → FULLY_CONNECTED'`` (the shift into
+    the Dense's bias) beside ``CONV' → ADD(shift)`` for the other readers, and the shift cannot go into the
+    conv's bias (measured on TF 2.21: LeViT128S's stem, tests/e2e/test_kcam_zoo.py)."""
+    dead: list[Node] = []
+    for node in graph:
+        if node.op == "CONV_2D":
+            _fold_following_mul(graph, ctx, node, dead)
+    graph.remove_nodes(dead)
+    graph.prune()
+    return bool(dead)
+
+
+def _fold_following_mul(graph: Graph, ctx: Context, node: Node, dead: list[Node]) -> bool:
+    """fold_mul_into_weights on one op: its sole reader ``MUL(·, m)`` goes into its weights and bias."""
+    mul = _unfused_reader(graph, node, lambda r: r.scales_weights)
+    if mul is None or mul in dead:
+        return False
+    op_row = row(node.op)
+    other = mul.inputs[1] if mul.inputs[0] == node.outputs[0] else mul.inputs[0]
+    m = graph.const(other)
+    bias, channels = _bias(graph, node)
+    ws = op_row.operand_slots[1]
+    if m is None or m.dtype != np.float32 or bias is None:
+        return False
+    if m.size not in (1, channels) or (m.ndim > 0 and m.shape[-1] != m.size):
+        return False
+    m = np.broadcast_to(m.reshape(-1), (channels,)).astype(np.float32)
+    axis = 0 if op_row.weight_axis is None else op_row.weight_axis
+    pair = dequantized_from(graph, node.inputs[ws])
+    source = pair[0].inputs[0] if pair is not None else node.inputs[ws]
+    w = graph.const(source)
+    if w is None:
+        return False
+    params = graph.tensors[pair[0].outputs[0]].quant if pair is not None else None
+    per_channel = op_row.weight_axis is not None
+    if params is not None and not per_channel and m.size > 1 and len(set(m.tolist())) > 1:
+        # A BatchNorm after a Dense with a per-tensor FakeQuant (tfmot): the folded weights
+        # are the FakeQuant's integers at one scale per output channel. TensorFlow leaves
+        # this FULLY_CONNECTED in float32; we write it per channel, exact, and keep the
+        # activation after it separate as TensorFlow's float one is (error against the
+        # training graph: see tests/e2e/test_tfmot.py).
+        per_channel = True
+        node.attrs[ACTIVATION_APART] = True
+        ctx.note(f"{node.op} '{node.name}': the BatchNorm after it makes its weights per-channel "
+                 f"(FakeQuant scale × BatchNorm scale); written per-channel int8, which TensorFlow "
+                 f"leaves float32")
+    shape = [1] * w.ndim
+    shape[axis] = channels
+    folded = graph.add_const(f"{source}/folded", w.astype(np.float32, copy=False) * m.reshape(shape).astype(np.float32, copy=False))
+    node.inputs[ws] = folded
+    if params is not None:
+        scales = np.broadcast_to(np.asarray(params.scale, np.float64), (channels,))
+        zps = np.broadcast_to(np.asarray(params.zero_point, np.int64), (channels,))
+        new = replace(params, scale=tuple((scales * np.abs(m.astype(np.float64))).tolist()),
+                      zero_point=tuple(int(z) for z in zps), axis=axis if per_channel else None)
+        if new.axis is None:
+            new = replace(new, scale=new.scale[:1], zero_point=new.zero_point[:1])
+        insert_qdq_on_edge(graph, node, ws, new, Origin.WEIGHT)
+    if node.op == "FULLY_CONNECTED" and op_row.operand_slots[2] >= len(node.inputs):
+        # a Dense without a bias keeps none (TensorFlow's FuseFullyConnectedAndMul; measured on 2.21)
+        node.outputs = list(mul.outputs)
+        dead.append(mul)
+    else:
+        _absorb(graph, node, mul, (bias * m).astype(np.float32), dead)
+    return True
 
 
 def fuse_bias_add(graph: Graph, ctx: Context) -> bool:
@@ -265,7 +292,10 @@ def fuse_add_into_fully_connected(graph: Graph, ctx: Context) -> bool:
         r = row(node.op)
         if r is None or r.rule is not Rule.WEIGHTED or r.weight_axis is not None:  # FULLY_CONNECTED
             continue
-        changed |= _fuse_following_bias(graph, node, dead)  # first its own bias add, as TensorFlow does
+        # first what follows it (a bias add, a BatchNormalization's scale and shift), as TensorFlow does:
+        # a Dense without a bias gets one from its BatchNormalization, and then takes an ADD before it
+        while _fuse_following_bias(graph, node, dead) or _fold_following_mul(graph, ctx, node, dead):
+            changed = True
         if node.attrs.get("weights_format", "DEFAULT") != "DEFAULT":
             continue
         while _fold_add_before_fc(graph, node) or _fold_mul_before_fc(graph, node):
@@ -368,6 +398,42 @@ def fuse_pad_into_conv(graph: Graph, ctx: Context) -> bool:
             conv.inputs[0] = pad.inputs[0]
             conv.attrs["padding"] = "SAME"
             changed = True
+    if changed:
+        graph.prune()
+    return changed
+
+
+_AFFINE = frozenset({"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED"})
+
+
+def scalarize_splat_after_affine(graph: Graph, ctx: Context) -> bool:
+    """``ADD|SUB|MUL|DIV(op(...), c)`` with ``c`` a float32 constant of more than one element, all equal,
+    after a CONV_2D, DEPTHWISE_CONV_2D or FULLY_CONNECTED: ``c`` becomes a 0-d constant, as TensorFlow's
+    ScalarizeSplatConstantForBroadcastableOps writes it (a fact of its optimize pass: the constant is the
+    second operand, the first has the result's static shape of rank 4 at most, the op's bias is a constant
+    or none and, for MUL and DIV, its weights a constant). What the fusions could not take stays a binary op
+    with a scalar: the same int8 value, one element in the file (measured on TF 2.21: a BatchNormalization
+    whose variances are all equal after a Dense read twice, LeViT128S at 32 px; tests/fuse/)."""
+    changed = False
+    for node in graph:
+        r = row(node.op)
+        if r is None or (r.arith is None and node.op != "DIV") or len(node.inputs) != 2:
+            continue
+        c = graph.const(node.inputs[1])
+        affine = graph.producer(node.inputs[0])
+        if c is None or c.dtype != np.float32 or c.size <= 1 or np.any(c != c.reshape(-1)[0]) \
+                or affine is None or affine.op not in _AFFINE:
+            continue
+        x, out = graph.tensors[node.inputs[0]].shape, graph.tensors[node.outputs[0]].shape
+        if x is None or out is None or tuple(x) != tuple(out) or len(x) > 4:
+            continue
+        ra = row(affine.op)
+        _, ws, bs = ra.operand_slots  # type: ignore[union-attr]
+        if (bs < len(affine.inputs) and not graph.is_const(affine.inputs[bs])) \
+                or (node.op in ("MUL", "DIV") and not graph.is_const(affine.inputs[ws])):
+            continue
+        node.inputs[1] = graph.add_const(f"{node.inputs[1]}/scalar", np.float32(c.reshape(-1)[0]).reshape(()))
+        changed = True
     if changed:
         graph.prune()
     return changed

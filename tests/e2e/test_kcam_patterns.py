@@ -620,3 +620,54 @@ def test_a_divisor_that_quantizes_to_zero_is_said_and_keep_float_is_the_fix() ->
 def _zero_point(tflite: bytes) -> int:
     sub = read_model(tflite).subgraphs[0]
     return int(sub.tensors[sub.inputs[0]].zero_point[0])
+
+
+def _shared_batchnorm(rng: np.random.Generator, x: object, form: str) -> object:
+    """LeViT's blocks: a BatchNormalization read by a Dense (a Tensordot, no bias, its own BatchNormalization
+    after it) and by a residual ADD."""
+    def weights(*shape: int) -> object:
+        return tf.constant(rng.normal(0, 0.3, shape).astype(np.float32))
+
+    if form == "conv":  # the stem: conv (no bias) → BatchNorm → {Dense → BatchNorm, residual}
+        y = _bn(rng, tf.nn.conv2d(x, weights(3, 3, 4, 16), 2, "SAME"), 16)
+        return y + _bn(rng, tf.tensordot(y, weights(16, 16), axes=1), 16)
+    h = _pooled(rng, x, keepdims=True)
+    if form == "no-bias-mul":  # a Dense without a bias, then a multiplier: it keeps no bias
+        return tf.tensordot(h, weights(16, 16), axes=1) * tf.constant(rng.uniform(0.5, 1.5, 16).astype(np.float32))
+    # the downsampling MLP: Dense (no bias) → BatchNorm → {Dense → BatchNorm, residual}; "splat": the first
+    # BatchNorm's variances and γ all equal, so its multiplier is one value (LeViT at 32 px, as trained briefly)
+    params = (np.ones(16), rng.normal(0, 0.2, 16), rng.normal(0, 0.2, 16), np.full(16, 0.7)) if form == "splat" else None
+    y = _bn(rng, tf.tensordot(h, weights(16, 16), axes=1), 16, params)
+    return y + _bn(rng, tf.tensordot(y, weights(16, 16), axes=1), 16)
+
+
+# name: (form, MULs TensorFlow writes)
+SHARED_BN_CASES = {"conv-bn-read-by-dense-and-residual": ("conv", 0),
+                   "dense-bn-read-by-dense-and-residual": ("dense", 1),
+                   "dense-splat-bn-read-by-dense-and-residual": ("splat", 1),
+                   "dense-without-bias-then-mul": ("no-bias-mul", 0)}
+
+
+@pytest.mark.parametrize("name", list(SHARED_BN_CASES))
+def test_batchnorm_read_by_a_dense_and_a_residual_as_tensorflow_folds_it(name: str,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """TensorFlow folds what follows a Dense first (its BatchNormalization: the Dense gets a bias), then the
+    ADD before it (FuseAddAndFullyConnected), and a MUL after a Conv2D earlier still (its TF-dialect
+    FuseMulAndConv2D); the shift stays an ADD for the residual. A multiplier of one value left after an
+    affine op is written as a scalar (ScalarizeSplatConstantForBroadcastableOps). qconvert folded the conv's
+    BatchNorm whole, so the Dense read its output (LeViT128S: 20 ADD and 12 MUL where TensorFlow writes 22
+    and 13), wrote the splat as 16 values, and gave a Dense without a bias a zero one under a MUL."""
+    form, muls = SHARED_BN_CASES[name]
+    model = _float_graph(lambda x: _shared_batchnorm(np.random.default_rng(0), x, form), SHAPE)
+    samples = _samples(model)
+    theirs = oracle.tf_ptq_convert(model, samples)
+    assert sum(n for (b, _), n in _ops(theirs).items() if b == "MUL") == muls  # TensorFlow's behaviour, re-measured
+    ours = _ours_given_tensorflows_ranges(model, samples, monkeypatch)
+    _assert_tensorflows_file(ours, theirs, samples)
+    assert _operand_shapes(ours) == _operand_shapes(theirs)  # a scalar where TensorFlow has one; no zero bias
+
+
+def _operand_shapes(tflite: bytes) -> collections.Counter:
+    model = read_model(tflite)
+    return collections.Counter((o.builtin, tuple(tuple(model.tensors[i].shape) if i >= 0 else None for i in o.inputs))
+                               for o in model.operators)

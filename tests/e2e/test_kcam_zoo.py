@@ -93,6 +93,31 @@ def test_kcam_model_16x8_bit_exact_with_tensorflows_given_its_ranges(name: str, 
     oracle.assert_run_equals_litert(ours, n=2)
 
 
+def test_levit_written_as_tensorflow_writes_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """LeViT128S, untrained at 96 px (briefly trained, its BatchNormalizations' statistics from one batch on
+    1x1 maps reach 1e16 at the output: no model to compare on). Its BatchNormalizations are read by a Dense and
+    a residual ADD (test_kcam_patterns.py's shared-BatchNorm cases): TensorFlow's ops, every weight, and
+    its outputs 0 LSB apart given its ranges. One tensor's parameters are not compared: the output of
+    stack1_block2's projection, whose BatchNormalization has γ = 0 (an all-zero tensor, which the
+    statistics' pairing by value cannot place)."""
+    try:
+        pb, shape = kcam_zoo.build("LeViT128S", trained=False, size=96)
+    except RuntimeError as exc:  # tf.keras already resolved to Keras 3 in this process
+        pytest.skip(str(exc))
+    model = oracle.FloatGraph(pb, ["input"], ["Identity"], {"input": shape})
+    samples = {"input": np.random.default_rng(1).uniform(-1, 1, (8, *shape[1:])).astype(np.float32)}
+    theirs = oracle.tf_ptq_convert(model, samples)
+    stats, calibrated = oracle.tf_calibration_statistics(model, samples)
+    oracle.use_tensorflows_rsqrt(monkeypatch)
+    oracle.use_tensorflows_statistics(monkeypatch, stats, calibrated, samples)
+    ours = convert_graph(pb, inputs=["input"], outputs=["Identity"], calibration_data=samples).model
+    assert _ops(ours) == _ops(theirs)
+    report = oracle.compare_ptq(ours, theirs, samples, ["input"])
+    assert report.tensors > 500 and not report.unpaired and not report.weight_diffs, report
+    assert all("stack1_block2_out" in d for d in report.zero_point_diffs), report
+    assert report.max_lsb == 0, report
+
+
 def test_kcam_transformer_16x8_refused_in_one_line_where_tensorflows_file_does_not_run() -> None:
     try:
         pb, shape = kcam_zoo.build("MobileViT_XXS")

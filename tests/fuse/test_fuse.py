@@ -34,14 +34,16 @@ def test_fuse_stage_golden_text() -> None:
     fuse = next(s for s in STAGES if s.name == "fuse")
     ctx = Context()
     assert [p(g, ctx) for p in fuse.passes] == [False, False, False, False, False, False, False, False, False, False,
-                                                False, True, False, False, False, False, False, False, False, False,
-                                                False, False, False, True, False, False, False, False, False]
+                                                False, False, True, False, False, False, False, False, False, False,
+                                                False, False, False, False, True, False, False, False, False, False,
+                                                False]
     # reshape chains, pad→conv, N-D FC, RESHAPE before FC, binary before reshape, activation before reshape, reshape
     # chains, reduce keep_dims, RESHAPE before a
-    # broadcast, identities, add/mul→FC, bias, mul→weights (BN), hswish (before the fold into the next conv), mul→next
+    # broadcast, identities, mul→conv weights (BN), add/mul→FC, bias, mul→weights (BN), hswish (before the fold into the next conv), mul→next
     # weights, bias, mul→weights (a scale after the BatchNorm's shift: layer scale), bias, constant ADD chains,
     # reshape chains, RESHAPE before a broadcast, N-D FC across other leading dimensions, reshape chains, ReLU,
-    # FC keeps its dimensions before a RESHAPE, N-D FC across other leading dimensions, reshape chains, hswish, prelu
+    # FC keeps its dimensions before a RESHAPE, N-D FC across other leading dimensions, reshape chains, hswish, prelu,
+    # splat constants after an affine op as scalars
     assert g.dump() == AFTER
     assert g.const("conv/bias").tolist() == [0.75, 1.0]  # 0.5 + 0.25, -1 + 2
 
