@@ -148,7 +148,7 @@ class Builder:
         self.head = head
         return here
 
-    def table(self, numfields: int, fields: Iterable[tuple[int, str, Any]]) -> int:
+    def table(self, numfields: int, fields: Sequence[tuple[int, str, Any]]) -> int:
         """A whole table in one call: what ``StartObject``, one ``Prepend…Slot`` per field and
         ``EndObject`` write, without a method call per field (the writer's tensors, operators and
         buffers: about half its time on MobileViT_XXS).
@@ -158,7 +158,6 @@ class Builder:
         format for a scalar, or "" for an offset to an object written before."""
         if self.nested:
             raise ValueError("flatbuffers: an object or vector is already being built")
-        fields = list(fields)
         needed = 16 * len(fields) + 2 * numfields + 16  # each field and its padding, the vtable
         if self.head < needed:
             self._grow(needed)
@@ -166,8 +165,9 @@ class Builder:
         end = len(B)
         head = self.head
         object_end = end - head
-        minalign = self.minalign
+        minalign = self.minalign if self.minalign > 4 else 4
         vt = [0] * numfields
+        n = 0  # the slots up to the last one given: absent fields at the end take no room
         for slot, fmt, value in fields:
             size = _SIZES[fmt]
             head -= ((head - end) & (size - 1)) + size  # Prep(size, 0), then the value
@@ -176,10 +176,22 @@ class Builder:
             else:
                 _pack("<I", B, head, end - head - value)
             vt[slot] = end - head
+            if slot >= n:
+                n = slot + 1
             if size > minalign:
                 minalign = size
+        head -= ((head - end) & 3) + 4  # EndObject: the offset to the vtable, written below
+        here = end - head
+        key = ((n + 2) * 2, here - object_end, *[here - e if e else 0 for e in vt[:n]])
+        found = self.vtables.get(key)
+        if found is None:
+            head -= len(key) * 2
+            _pack(f"<{len(key)}H", B, head, *key)
+            found = end - head
+            self.vtables[key] = found
+        _pack("<i", B, end - here, found - here)
         self.head, self.minalign = head, minalign
-        return self._end_object(vt, object_end)
+        return here
 
     # -- vectors and strings ---------------------------------------------------
     def PrependUOffsetTRelative(self, off: int) -> None:  # noqa: N802
@@ -217,18 +229,23 @@ class Builder:
         if self.nested:
             raise ValueError("flatbuffers: an object or vector is already being built")
         size = len(data)
-        self.Prep(4, size)
-        if alignment > 4:
-            self.Prep(alignment, size)
-        head = self.head - size
+        if alignment < 4:
+            alignment = 4  # StartVector's Prep(4, size) then Prep(alignment, size)
+        if self.head < size + 2 * alignment:
+            self._grow(size + 2 * alignment)
+        if alignment > self.minalign:
+            self.minalign = alignment
+        end = len(self.Bytes)
+        top = self.head - ((self.head - end - size) & (alignment - 1))  # the padding of both Preps
+        head = top - size
         if isinstance(data, bytes):
-            self.Bytes[head:self.head] = data
+            self.Bytes[head:top] = data
         else:  # a bytearray takes an array's bytes only through a memoryview
-            memoryview(self.Bytes)[head:self.head] = data
+            memoryview(self.Bytes)[head:top] = data
         head -= 4
         _pack("<I", self.Bytes, head, size // elem_size)
         self.head = head
-        return len(self.Bytes) - head
+        return end - head
 
     def offsets(self, offsets: Sequence[int]) -> int:
         """A vector of offsets to objects written before: ``StartVector`` then

@@ -319,7 +319,22 @@ def min_runtime_version(op_versions: Sequence[tuple[str, int]]) -> str:
 
 
 # -- packing ----------------------------------------------------------------
+def _numpy_name(dtype: str) -> str | None:
+    try:
+        return np.dtype(dtype).name
+    except TypeError:
+        return None
+
+
+# The TensorType of a dtype spelled as numpy names it ("int8", "float32", ...): what _tensor_type
+# finds for it through np.dtype.
+_TYPE_BY_DTYPE = {name: code for name, code in TENSOR_TYPES.items() if _numpy_name(name) == name}
+
+
 def _tensor_type(tensor: Tensor) -> int:
+    known = _TYPE_BY_DTYPE.get(tensor.dtype) if isinstance(tensor.dtype, str) else None
+    if known is not None:  # np.dtype(...).name costs 3 us a tensor
+        return known
     if tensor.dtype == "int4":  # no numpy type: the values are held as int8 (see _constant_bytes)
         return TENSOR_TYPES["int4"]
     try:
@@ -392,6 +407,15 @@ def _quantization(tensor: Tensor, shape: tuple[int, ...] | None) -> _Quant:
     return scale, np.array(q.zero_point, dtype="<i8").tobytes(), q.axis or 0, None
 
 
+_enum_members = lru_cache(maxsize=None)(_members)  # an enum's names → codes, once per enum
+
+
+@lru_cache(maxsize=None)
+def _defaults(cls: type) -> dict[str, Any]:
+    """An options table's fields and their defaults (generated camelCase names), once per table."""
+    return vars(cls())
+
+
 def _coerce(node: Node, attr: str, field: str, value: Any, default: Any) -> Any:
     """An attribute value in the type the generated field expects."""
     where = f"{node.op} '{node.name}': attribute '{attr}'"
@@ -399,7 +423,7 @@ def _coerce(node: Node, attr: str, field: str, value: Any, default: Any) -> Any:
     if value is None:
         raise ValueError(f"{where}: no value (None)")
     if isinstance(value, str):
-        members = _members(enum) if enum is not None and not isinstance(default, list) else {}
+        members = _enum_members(enum) if enum is not None and not isinstance(default, list) else {}
         if value not in members:
             known = f" (one of {', '.join(members)})" if members else ""
             raise ValueError(f"{where}: unexpected string {value!r}{known}")
@@ -444,7 +468,7 @@ def _operator_options(node: Node) -> tuple[str, int, Any] | None:
         )
     union, code, cls = table
     options = cls()
-    defaults = vars(cls())
+    defaults = _defaults(cls)
     for attr, value in attrs.items():
         field = snake_to_camel(attr)
         if field not in defaults:
