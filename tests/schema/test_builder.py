@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from ai_edge_litert import schema_py_generated as schema
 
+from qconvert.ir import Graph, Node, QuantParams, Signature, Tensor
 from qconvert.schema import writer
 from qconvert.schema.builder import Builder
 
@@ -97,8 +98,126 @@ def test_tensors_operators_buffers_and_growth():
     assert ours == theirs
 
 
-@pytest.mark.parametrize("make", [conv_graph, add_graph])
-def test_whole_models(make, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+def every_kind_graph() -> Graph:
+    """What the writer packs only now and then: a custom op with options, intermediates, a blockwise
+    weight, a variable, int4 and int16 tensors, an unranked tensor, an empty constant, a builtin code
+    above 127, a BuiltinOptions2 table, an op of version 1 and one of version 5, extra metadata (one
+    entry empty) and a signature."""
+    g = Graph()
+    q = QuantParams((0.5,), (3,))
+    g.add_tensor(Tensor("x", "int8", (1, 4), quant=q))
+    g.add_tensor(Tensor("w", "int4", (2, 4), np.array([[1, -2, 3, -4], [5, -6, 7, -8]], np.int8),
+                        quant=QuantParams((0.1, 0.2), (0, 0), axis=0, qmin=-7, qmax=7, dtype="int4")))
+    g.add_tensor(Tensor("bw_scales", "float32", (2, 1), np.array([[0.5], [0.25]], np.float32)))
+    g.add_tensor(Tensor("bw", "int8", (2, 4), np.ones((2, 4), np.int8), blockwise=("bw_scales", 4)))
+    g.add_tensor(Tensor("state", "int16", (1, 2), np.zeros((1, 2), np.int16),
+                        quant=QuantParams((2.0**-12,), (0,), dtype="int16"), variable=True))
+    g.add_tensor(Tensor("empty", "int32", (0,), np.zeros(0, np.int32)))
+    g.add_tensor(Tensor("unranked", "float32"))
+    g.add_tensor(Tensor("inter", "int16", (1, 2), quant=QuantParams((0.001,), (0,), dtype="int16")))
+    for name in ("y", "z", "u", "v"):
+        g.add_tensor(Tensor(name, "int8", (1, 2), quant=q))
+    g.add_node(Node("FULLY_CONNECTED", ["x", "w", ""], ["y"], {"keep_num_dims": True}, name="fc", version=5))
+    g.add_node(Node("CUSTOM", ["y", "bw"], ["z"], {"custom_code": "MyOp", "custom_options": (("k", "int", 3), ("s", "string", "v"))},
+                    name="custom"))
+    g.add_node(Node("UNIDIRECTIONAL_SEQUENCE_LSTM", ["z", "state"], ["u"], {"_intermediates": ["inter"]},
+                    name="lstm", version=2))
+    g.add_node(Node("STABLEHLO_CONCATENATE", ["u", "empty", "unranked"], ["v"], {"dimension": 1},
+                    name="concat"))
+    g.inputs, g.outputs = ["x"], ["v"]
+    g.metadata = {"extra": b"\x01\x02\x03", "empty": b""}
+    g.signature = Signature("serving_default", (("in", 0),), (("out", 0),))
+    return g
+
+
+class _AlignedBufferT(schema.BufferT):
+    def Pack(self, builder):  # type: ignore[no-untyped-def]
+        if self.data is not None and len(self.data):
+            builder.Prep(16, len(self.data))
+        return super().Pack(builder)
+
+
+def _object_api(data: bytes) -> bytes:
+    """The file read into the generated object API (``ModelT``) and packed again by
+    ``flatbuffers.Builder``, constant data 16-byte aligned as the writer places it: the bytes the
+    object API gives for the very same model."""
+    model = schema.ModelT.InitFromPackedBuf(data, 0)
+    for buf in model.buffers:
+        buf.__class__ = _AlignedBufferT
+    b = flatbuffers.Builder(1024)
+    b.Finish(model.Pack(b), file_identifier=b"TFL3")
+    return bytes(b.Output())
+
+
+@pytest.mark.parametrize("make", [conv_graph, add_graph, every_kind_graph])
+def test_whole_models_as_the_object_api_packs_them(make):  # type: ignore[no-untyped-def]
+    """The writer packs tables itself (no TensorT, OperatorT, ...): the same bytes as the object API."""
     ours = writer.write_model(make())
-    monkeypatch.setattr(writer, "Builder", flatbuffers.Builder)
-    assert writer.write_model(make()) == ours
+    assert _object_api(ours) == ours
+
+
+def test_the_kitchen_sink_graph_is_what_it_says():
+    model = schema.ModelT.InitFromPackedBuf(writer.write_model(every_kind_graph()), 0)
+    (sub,) = model.subgraphs
+    ops = sub.operators
+    assert [c.builtinCode for c in model.operatorCodes] == [9, 32, 44, 169]
+    assert [c.deprecatedBuiltinCode for c in model.operatorCodes] == [9, 32, 44, 127]
+    assert ops[1].customOptions is not None and ops[2].intermediates.tolist() == [sub.tensors.index(
+        next(t for t in sub.tensors if t.name == b"inter"))]
+    assert ops[3].builtinOptions2Type != 0 and ops[0].builtinOptionsType != 0
+    assert any(t.quantization.details is not None for t in sub.tensors)
+    assert any(t.isVariable for t in sub.tensors) and any(not t.hasRank for t in sub.tensors)
+    assert [m.name for m in model.metadata] == [b"extra", b"empty", b"min_runtime_version"]
+    assert len(model.signatureDefs) == 1
+
+
+def test_table_vector_and_offsets_calls_are_the_generic_calls():
+    """``table``, ``vector`` and ``offsets`` against the calls they stand for, on flatbuffers.Builder:
+    fields of 1, 2, 4 and 8 bytes in any alignment, repeated vtables, vectors of 8-byte elements, a
+    builder that starts at 1 byte and grows."""
+    rng = np.random.default_rng(1)
+    formats = {"<b": "PrependInt8Slot", "<H": "PrependUint16Slot", "<i": "PrependInt32Slot",
+               "<q": "PrependInt64Slot", "<d": "PrependFloat64Slot", "<?": "PrependBoolSlot"}
+    plans = []
+    for k in range(40):
+        data = rng.integers(-9, 9, int(rng.integers(0, 5))).astype("<i8")
+        slots = sorted(rng.choice(9, int(rng.integers(0, 6)), replace=False).tolist())
+        fields = [(s, f, (bool(s % 2) if f == "<?" else float(s) + 0.5 if f == "<d" else s + k % 3))
+                  for s, f in zip(slots, rng.choice(list(formats), len(slots)))]
+        plans.append((data, fields, k % 4 == 0))
+
+    def generic(b):  # type: ignore[no-untyped-def]
+        objects = []
+        for data, fields, link in plans:
+            vec = b.CreateNumpyVector(data)
+            b.StartObject(10)
+            for slot, fmt, value in fields:
+                getattr(b, formats[fmt])(slot, value, 0)
+            b.PrependUOffsetTRelativeSlot(9, vec, 0)
+            if link and objects:
+                b.PrependUOffsetTRelativeSlot(8, objects[-1], 0)
+            objects.append(b.EndObject())
+        b.StartVector(4, len(objects), 4)
+        for off in reversed(objects):
+            b.PrependUOffsetTRelative(off)
+        return b.EndVector()
+
+    def direct(b):  # type: ignore[no-untyped-def]
+        objects = []
+        for data, fields, link in plans:
+            vec = b.vector(data.tobytes(), 8, 8)
+            extra = [(8, "", objects[-1])] if link and objects else []
+            given = [f for f in fields if f[2] != 0]  # as the slot methods, table takes no default
+            objects.append(b.table(10, [*given, (9, "", vec), *extra]))
+        return b.offsets(objects)
+
+    theirs = flatbuffers.Builder(1)
+    theirs.Finish(generic(theirs), file_identifier=b"TFL3")
+    ours = Builder(1)
+    ours.Finish(direct(ours), file_identifier=b"TFL3")
+    assert bytes(ours.Bytes[ours.Head():]) == bytes(theirs.Bytes[theirs.Head():])
+
+
+def test_enum_values_the_writer_writes_as_numbers():
+    assert writer._BLOCKWISE_DETAILS == schema.QuantizationDetails.BlockwiseQuantization
+    assert schema.CustomOptionsFormat.FLEXBUFFERS == 0  # the default: the writer leaves it out
