@@ -365,7 +365,7 @@ def _tensor_shape(shape: Any) -> tuple[int, ...]:
     """A tensor's concrete shape; raises ValueError for shapes no real constant can have."""
     if shape.unknown_rank:
         raise ValueError("tensor has unknown rank")
-    dims = tuple(d.size for d in shape.dim)
+    dims = tuple([d.size for d in shape.dim])
     for d in dims:
         if d < 0:
             raise ValueError(f"tensor has a negative dimension in shape {list(dims)}")
@@ -491,25 +491,30 @@ def _list_attr(lv: Any) -> list[Any]:
 def _attr_value(v: Any, content: np.ndarray | None = None) -> Any:
     """AttrValue -> Python value; raises ValueError for bad tensors. ``content``: a lifted
     ``tensor_content`` of its tensor."""
-    kind = v.WhichOneof("value")
-    if kind is None:
-        return None
-    if kind == "s":
-        return _text(v.s)
-    if kind == "i":
-        return v.i
-    if kind == "f":
-        return v.f
-    if kind == "b":
-        return v.b
-    if kind == "type":
-        return dtype_name(v.type)
-    if kind == "shape":
-        return _shape_attr(v.shape)
+    return _attr_of_kind(v, v.WhichOneof("value"), content)
+
+
+def _attr_of_kind(v: Any, kind: str | None, content: np.ndarray | None) -> Any:
+    """``_attr_value`` of an AttrValue whose oneof member ``kind`` the caller has read."""
+    if kind == "type":  # the kinds by how often frozen graphs use them
+        dtype = v.type
+        return _DTYPE_NAMES.get(dtype) or dtype_name(dtype)
     if kind == "tensor":
         return _tensor_to_numpy(v.tensor, content)
+    if kind == "b":
+        return v.b
+    if kind == "s":
+        return _text(v.s)
     if kind == "list":
         return _list_attr(v.list)
+    if kind == "f":
+        return v.f
+    if kind == "i":
+        return v.i
+    if kind is None:
+        return None
+    if kind == "shape":
+        return _shape_attr(v.shape)
     if kind == "func":
         return v.func.name
     return v.placeholder  # "placeholder"
@@ -560,15 +565,21 @@ def _decode_node(nd: Any, index: int, source: str, name: str | None = None,
     if not op:
         raise ConversionError(f"{source}: not a valid GraphDef (node '{name}' has no op)")
     attrs: dict[str, Any] = {}
-    for key, value in nd.attr.items():
-        if name != nd.name and value.WhichOneof("value") == "placeholder":  # in a function body
+    kinds: dict[str, str] = {}
+    attr = nd.attr
+    # keys, then look-ups, in one pass: the map's items() is collections.abc's Python generator
+    # (two passes over it were 9 of the 13 ms of decoding RepViT_M09's 1,850 nodes)
+    for key in attr:
+        value = attr[key]
+        kind = value.WhichOneof("value")
+        if kind == "placeholder" and name != nd.name:  # in a function body
             raise ConversionError(f"{source}: node '{name}' ({op}) attr '{key}' is a function attribute "
                                   f"placeholder (${value.placeholder}): freeze a concrete function")
         try:
-            attrs[key] = _attr_value(value, contents.get(key) if contents else None)
+            attrs[key] = _attr_of_kind(value, kind, contents.get(key) if contents else None)
         except ValueError as e:
             raise ConversionError(f"{source}: node '{name}' ({op}) attr '{key}': {e}") from None
-    kinds = {key: value.WhichOneof("value") or "" for key, value in nd.attr.items()}
+        kinds[key] = kind or ""
     return RawNode(name, op, list(nd.input) if inputs is None else inputs, attrs, nd.device, kinds)
 
 
