@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
 from qconvert.errors import UsageError
-from qconvert.recipe import load_recipe
 
 # ---------------------------------------------------------------------------------- names
 
@@ -838,6 +837,8 @@ def _with_recipe(groups: dict[str, dict[str, Any]], given: Callable[[Spec], str]
     if path is None:
         precision["recipe_notes"] = ()
         return groups
+    from qconvert.recipe import load_recipe  # here: it brings tomllib (1.5 ms of every start-up)
+
     recipe = load_recipe(path)
     where = f"recipe '{path}'"
     specs = {s.key: s for s in recipe_specs()}

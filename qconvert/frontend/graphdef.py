@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf import descriptor_pool, message_factory
 from google.protobuf.message import DecodeError
 
 from qconvert.errors import ConversionError
@@ -129,11 +129,70 @@ _DTYPE_NAMES: dict[int, str] = {
 }
 
 _PKG = "tensorflow"
-_F = descriptor_pb2.FieldDescriptorProto
+
+# The schema is serialized here as a FileDescriptorProto, by descriptor.proto's field numbers,
+# without protobuf's descriptor_pb2 (importing it costs 1.5 ms of every start-up).
+
+
+class _T:
+    """descriptor.proto's FieldDescriptorProto.Type values the schema uses."""
+
+    TYPE_DOUBLE, TYPE_FLOAT, TYPE_INT64, TYPE_UINT64, TYPE_INT32 = 1, 2, 3, 4, 5
+    TYPE_BOOL, TYPE_STRING, TYPE_MESSAGE, TYPE_BYTES, TYPE_UINT32, TYPE_ENUM = 8, 9, 11, 12, 13, 14
+
+
+_LABEL_OPTIONAL, _LABEL_REPEATED = 1, 3  # FieldDescriptorProto.Label
+
+
+def _length_field(number: int, payload: bytes) -> bytes:
+    return _encode_varint(number << 3 | 2) + _encode_varint(len(payload)) + payload
+
+
+def _encode_varint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _varint_field(number: int, value: int) -> bytes:
+    return _encode_varint(number << 3) + _encode_varint(value)
+
+
+def _text_field(number: int, text: str) -> bytes:
+    return _length_field(number, text.encode())
+
+
+class _Message:
+    """A DescriptorProto being written: its name, fields (each serialized), nested messages and
+    oneofs; ``map_entry`` for a map's entry type."""
+
+    def __init__(self, name: str, map_entry: bool = False) -> None:
+        self.name, self.map_entry = name, map_entry
+        self.fields: list[bytes] = []
+        self.nested_types: list[_Message] = []
+        self.oneofs: list[str] = []
+
+    def nested(self, name: str, map_entry: bool = False) -> _Message:
+        message = _Message(name, map_entry)
+        self.nested_types.append(message)
+        return message
+
+    def serialize(self) -> bytes:
+        # DescriptorProto: name 1, field 2, nested_type 3, options 7 (MessageOptions.map_entry 7), oneof_decl 8
+        return b"".join([
+            _text_field(1, self.name),
+            *(_length_field(2, f) for f in self.fields),
+            *(_length_field(3, m.serialize()) for m in self.nested_types),
+            _length_field(7, _varint_field(7, 1)) if self.map_entry else b"",
+            *(_length_field(8, _text_field(1, name)) for name in self.oneofs),  # OneofDescriptorProto.name 1
+        ])
 
 
 def _add_field(
-    msg: descriptor_pb2.DescriptorProto,
+    msg: _Message,
     name: str,
     number: int,
     ftype: int,
@@ -141,53 +200,51 @@ def _add_field(
     type_name: str = "",
     oneof: int | None = None,
 ) -> None:
-    f = msg.field.add(
-        name=name,
-        number=number,
-        type=ftype,
-        label=_F.LABEL_REPEATED if repeated else _F.LABEL_OPTIONAL,
-    )
-    if type_name:
-        f.type_name = f".{_PKG}.{type_name}"
-    if oneof is not None:
-        f.oneof_index = oneof
+    # FieldDescriptorProto: name 1, number 3, label 4, type 5, type_name 6, oneof_index 9
+    msg.fields.append(b"".join([
+        _text_field(1, name),
+        _varint_field(3, number),
+        _varint_field(4, _LABEL_REPEATED if repeated else _LABEL_OPTIONAL),
+        _varint_field(5, ftype),
+        _text_field(6, f".{_PKG}.{type_name}") if type_name else b"",
+        _varint_field(9, oneof) if oneof is not None else b"",
+    ]))
 
 
-def _add_map(msg: descriptor_pb2.DescriptorProto, name: str, number: int, value_type: str) -> None:
+def _add_map(msg: _Message, name: str, number: int, value_type: str) -> None:
     """``map<string, V> name = number`` (V a message, or "string"): a repeated nested
     ``XxxEntry`` with map_entry set."""
     entry_name = "".join(p.capitalize() for p in name.split("_")) + "Entry"
-    entry = msg.nested_type.add(name=entry_name)
-    entry.options.map_entry = True
-    _add_field(entry, "key", 1, _F.TYPE_STRING)
+    entry = msg.nested(entry_name, map_entry=True)
+    _add_field(entry, "key", 1, _T.TYPE_STRING)
     if value_type == "string":
-        _add_field(entry, "value", 2, _F.TYPE_STRING)
+        _add_field(entry, "value", 2, _T.TYPE_STRING)
     else:
-        _add_field(entry, "value", 2, _F.TYPE_MESSAGE, type_name=value_type)
-    _add_field(msg, name, number, _F.TYPE_MESSAGE, repeated=True, type_name=f"{msg.name}.{entry_name}")
+        _add_field(entry, "value", 2, _T.TYPE_MESSAGE, type_name=value_type)
+    _add_field(msg, name, number, _T.TYPE_MESSAGE, repeated=True, type_name=f"{msg.name}.{entry_name}")
 
 
-def _schema() -> descriptor_pb2.FileDescriptorProto:
-    """The subset of TensorFlow's framework protos that a frozen graph uses."""
-    fd = descriptor_pb2.FileDescriptorProto(
-        name="qconvert/tensorflow_graphdef.proto", package=_PKG, syntax="proto3"
-    )
-    T = _F  # brevity
+def _schema() -> bytes:
+    """The subset of TensorFlow's framework protos that a frozen graph uses: a serialized
+    FileDescriptorProto."""
+    messages: list[_Message] = []
 
-    enum = fd.enum_type.add(name="DataType")
-    for name, number in DT.items():
-        enum.value.add(name=name, number=number)
+    def message(name: str) -> _Message:
+        messages.append(_Message(name))
+        return messages[-1]
+
+    T = _T  # brevity
 
     # tensor_shape.proto
-    shape = fd.message_type.add(name="TensorShapeProto")
-    dim = shape.nested_type.add(name="Dim")
+    shape = message("TensorShapeProto")
+    dim = shape.nested("Dim")
     _add_field(dim, "size", 1, T.TYPE_INT64)
     _add_field(dim, "name", 2, T.TYPE_STRING)
     _add_field(shape, "dim", 2, T.TYPE_MESSAGE, repeated=True, type_name="TensorShapeProto.Dim")
     _add_field(shape, "unknown_rank", 3, T.TYPE_BOOL)
 
     # tensor.proto
-    tensor = fd.message_type.add(name="TensorProto")
+    tensor = message("TensorProto")
     _add_field(tensor, "dtype", 1, T.TYPE_ENUM, type_name="DataType")
     _add_field(tensor, "tensor_shape", 2, T.TYPE_MESSAGE, type_name="TensorShapeProto")
     _add_field(tensor, "version_number", 3, T.TYPE_INT32)
@@ -205,8 +262,8 @@ def _schema() -> descriptor_pb2.FileDescriptorProto:
     _add_field(tensor, "uint64_val", 17, T.TYPE_UINT64, repeated=True)
 
     # attr_value.proto
-    attr = fd.message_type.add(name="AttrValue")
-    lst = attr.nested_type.add(name="ListValue")
+    attr = message("AttrValue")
+    lst = attr.nested("ListValue")
     _add_field(lst, "s", 2, T.TYPE_BYTES, repeated=True)
     _add_field(lst, "i", 3, T.TYPE_INT64, repeated=True)
     _add_field(lst, "f", 4, T.TYPE_FLOAT, repeated=True)
@@ -215,7 +272,7 @@ def _schema() -> descriptor_pb2.FileDescriptorProto:
     _add_field(lst, "shape", 7, T.TYPE_MESSAGE, repeated=True, type_name="TensorShapeProto")
     _add_field(lst, "tensor", 8, T.TYPE_MESSAGE, repeated=True, type_name="TensorProto")
     _add_field(lst, "func", 9, T.TYPE_MESSAGE, repeated=True, type_name="NameAttrList")
-    attr.oneof_decl.add(name="value")
+    attr.oneofs.append("value")
     _add_field(attr, "s", 2, T.TYPE_BYTES, oneof=0)
     _add_field(attr, "i", 3, T.TYPE_INT64, oneof=0)
     _add_field(attr, "f", 4, T.TYPE_FLOAT, oneof=0)
@@ -227,12 +284,12 @@ def _schema() -> descriptor_pb2.FileDescriptorProto:
     _add_field(attr, "func", 10, T.TYPE_MESSAGE, type_name="NameAttrList", oneof=0)
     _add_field(attr, "placeholder", 9, T.TYPE_STRING, oneof=0)
 
-    func = fd.message_type.add(name="NameAttrList")
+    func = message("NameAttrList")
     _add_field(func, "name", 1, T.TYPE_STRING)
     _add_map(func, "attr", 2, "AttrValue")
 
     # node_def.proto
-    node = fd.message_type.add(name="NodeDef")
+    node = message("NodeDef")
     _add_field(node, "name", 1, T.TYPE_STRING)
     _add_field(node, "op", 2, T.TYPE_STRING)
     _add_field(node, "input", 3, T.TYPE_STRING, repeated=True)
@@ -240,14 +297,14 @@ def _schema() -> descriptor_pb2.FileDescriptorProto:
     _add_map(node, "attr", 5, "AttrValue")
 
     # versions.proto
-    versions = fd.message_type.add(name="VersionDef")
+    versions = message("VersionDef")
     _add_field(versions, "producer", 1, T.TYPE_INT32)
     _add_field(versions, "min_consumer", 2, T.TYPE_INT32)
     _add_field(versions, "bad_consumers", 3, T.TYPE_INT32, repeated=True)
 
     # op_def.proto: a function's signature (names and dtypes of its arguments)
-    opdef = fd.message_type.add(name="OpDef")
-    argdef = opdef.nested_type.add(name="ArgDef")
+    opdef = message("OpDef")
+    argdef = opdef.nested("ArgDef")
     _add_field(argdef, "name", 1, T.TYPE_STRING)
     _add_field(argdef, "type", 3, T.TYPE_ENUM, type_name="DataType")
     _add_field(argdef, "number_attr", 5, T.TYPE_STRING)
@@ -257,26 +314,36 @@ def _schema() -> descriptor_pb2.FileDescriptorProto:
     _add_field(opdef, "output_arg", 3, T.TYPE_MESSAGE, repeated=True, type_name="OpDef.ArgDef")
 
     # function.proto: the bodies PartitionedCall nodes call (Keras wraps a grouped conv in one)
-    fdef = fd.message_type.add(name="FunctionDef")
+    fdef = message("FunctionDef")
     _add_field(fdef, "signature", 1, T.TYPE_MESSAGE, type_name="OpDef")
     _add_field(fdef, "node_def", 3, T.TYPE_MESSAGE, repeated=True, type_name="NodeDef")
     _add_map(fdef, "ret", 4, "string")
     _add_map(fdef, "attr", 5, "AttrValue")  # api_implements: a Keras LSTM's function (tf_frozen keeps its calls)
-    library = fd.message_type.add(name="FunctionDefLibrary")
+    library = message("FunctionDefLibrary")
     _add_field(library, "function", 1, T.TYPE_MESSAGE, repeated=True, type_name="FunctionDef")
 
     # graph.proto (debug_info = 5 stays an unknown field)
-    graph = fd.message_type.add(name="GraphDef")
+    graph = message("GraphDef")
     _add_field(graph, "node", 1, T.TYPE_MESSAGE, repeated=True, type_name="NodeDef")
     _add_field(graph, "library", 2, T.TYPE_MESSAGE, type_name="FunctionDefLibrary")
     _add_field(graph, "versions", 4, T.TYPE_MESSAGE, type_name="VersionDef")
     _add_field(graph, "version", 3, T.TYPE_INT32)
-    return fd
+    # FileDescriptorProto: name 1, package 2, message_type 4, enum_type 5, syntax 12; the DataType
+    # enum's values (EnumDescriptorProto: name 1, value 2; EnumValueDescriptorProto: name 1, number 2)
+    data_type = _text_field(1, "DataType") + b"".join(
+        _length_field(2, _text_field(1, name) + _varint_field(2, number)) for name, number in DT.items())
+    return b"".join([
+        _text_field(1, "qconvert/tensorflow_graphdef.proto"),
+        _text_field(2, _PKG),
+        *(_length_field(4, m.serialize()) for m in messages),
+        _length_field(5, data_type),
+        _text_field(12, "proto3"),
+    ])
 
 
 def _message_classes() -> dict[str, type]:
     pool = descriptor_pool.DescriptorPool()
-    pool.AddSerializedFile(_schema().SerializeToString())
+    pool.AddSerializedFile(_schema())
     get_class = getattr(message_factory, "GetMessageClass", None)
     if get_class is None:  # protobuf < 4.22 has only the (later removed) factory API
         factory = message_factory.MessageFactory(pool)
@@ -361,11 +428,17 @@ _TENSOR_KINDS: dict[int, tuple[Any, str]] = {
 }
 
 
+# DataType -> (numpy dtype, its little-endian form: tensor_content's), made once (2 µs a constant)
+_NUMPY_DTYPES: dict[int, tuple[np.dtype, np.dtype]] = {
+    k: (np.dtype(dt), np.dtype(dt).newbyteorder("<")) for k, (dt, _) in _TENSOR_KINDS.items() if not isinstance(dt, str)
+}
+
+
 def _tensor_shape(shape: Any) -> tuple[int, ...]:
     """A tensor's concrete shape; raises ValueError for shapes no real constant can have."""
     if shape.unknown_rank:
         raise ValueError("tensor has unknown rank")
-    dims = tuple(d.size for d in shape.dim)
+    dims = tuple([d.size for d in shape.dim])
     for d in dims:
         if d < 0:
             raise ValueError(f"tensor has a negative dimension in shape {list(dims)}")
@@ -395,7 +468,7 @@ def _tensor_values(t: Any, lifted: np.ndarray | None) -> np.ndarray:
         raise ValueError(f"unsupported tensor dtype {dtype_name(t.dtype)}")
     dt, field = kind
     is_bf16 = isinstance(dt, str)
-    dt = _bfloat16() if is_bf16 else np.dtype(dt)
+    dt, wire = (_bfloat16(), np.dtype("<u2")) if is_bf16 else _NUMPY_DTYPES[t.dtype]
 
     content = t.tensor_content if lifted is None else lifted
     if len(content):
@@ -409,8 +482,7 @@ def _tensor_values(t: Any, lifted: np.ndarray | None) -> np.ndarray:
         # Little-endian on the wire. ``content`` is already a bytes object of its own (the
         # proto's field is copied out on access), so on a little-endian machine the array
         # reads it in place (a second copy cost 23 ms on a 94 MB graph).
-        raw = np.dtype("<u2") if is_bf16 else dt.newbyteorder("<")
-        flat = np.frombuffer(content, dtype=raw)
+        flat = np.frombuffer(content, dtype=wire)
         # A lifted view may start at any byte; numpy works on unaligned arrays (copying one
         # aligned cost what it saved on the three large tfmot graphs, 0.72-0.80 s either way,
         # and kept 57 MB more alive beside the file's buffer)
@@ -491,25 +563,30 @@ def _list_attr(lv: Any) -> list[Any]:
 def _attr_value(v: Any, content: np.ndarray | None = None) -> Any:
     """AttrValue -> Python value; raises ValueError for bad tensors. ``content``: a lifted
     ``tensor_content`` of its tensor."""
-    kind = v.WhichOneof("value")
-    if kind is None:
-        return None
-    if kind == "s":
-        return _text(v.s)
-    if kind == "i":
-        return v.i
-    if kind == "f":
-        return v.f
-    if kind == "b":
-        return v.b
-    if kind == "type":
-        return dtype_name(v.type)
-    if kind == "shape":
-        return _shape_attr(v.shape)
+    return _attr_of_kind(v, v.WhichOneof("value"), content)
+
+
+def _attr_of_kind(v: Any, kind: str | None, content: np.ndarray | None) -> Any:
+    """``_attr_value`` of an AttrValue whose oneof member ``kind`` the caller has read."""
+    if kind == "type":  # the kinds by how often frozen graphs use them
+        dtype = v.type
+        return _DTYPE_NAMES.get(dtype) or dtype_name(dtype)
     if kind == "tensor":
         return _tensor_to_numpy(v.tensor, content)
+    if kind == "b":
+        return v.b
+    if kind == "s":
+        return _text(v.s)
     if kind == "list":
         return _list_attr(v.list)
+    if kind == "f":
+        return v.f
+    if kind == "i":
+        return v.i
+    if kind is None:
+        return None
+    if kind == "shape":
+        return _shape_attr(v.shape)
     if kind == "func":
         return v.func.name
     return v.placeholder  # "placeholder"
@@ -560,15 +637,21 @@ def _decode_node(nd: Any, index: int, source: str, name: str | None = None,
     if not op:
         raise ConversionError(f"{source}: not a valid GraphDef (node '{name}' has no op)")
     attrs: dict[str, Any] = {}
-    for key, value in nd.attr.items():
-        if name != nd.name and value.WhichOneof("value") == "placeholder":  # in a function body
+    kinds: dict[str, str] = {}
+    attr = nd.attr
+    # keys, then look-ups, in one pass: the map's items() is collections.abc's Python generator
+    # (two passes over it were 9 of the 13 ms of decoding RepViT_M09's 1,850 nodes)
+    for key in attr:
+        value = attr[key]
+        kind = value.WhichOneof("value")
+        if kind == "placeholder" and name != nd.name:  # in a function body
             raise ConversionError(f"{source}: node '{name}' ({op}) attr '{key}' is a function attribute "
                                   f"placeholder (${value.placeholder}): freeze a concrete function")
         try:
-            attrs[key] = _attr_value(value, contents.get(key) if contents else None)
+            attrs[key] = _attr_of_kind(value, kind, contents.get(key) if contents else None)
         except ValueError as e:
             raise ConversionError(f"{source}: node '{name}' ({op}) attr '{key}': {e}") from None
-    kinds = {key: value.WhichOneof("value") or "" for key, value in nd.attr.items()}
+        kinds[key] = kind or ""
     return RawNode(name, op, list(nd.input) if inputs is None else inputs, attrs, nd.device, kinds)
 
 
@@ -809,37 +892,31 @@ def _fields(mv: memoryview, start: int, end: int) -> list[tuple[int, int, int, i
     pos = start
     while pos < end:
         first = pos
-        key, pos = _varint(mv, pos, end)
+        key = mv[pos]  # one-byte varints read in place (keys of fields 1-15, short lengths): a third of the time
+        if key < 0x80:
+            pos += 1
+        else:
+            key, pos = _varint(mv, pos, end)
         number, wire = key >> 3, key & 7
         value = pos
-        if wire == 0:
+        if wire == 2:
+            if pos < end and mv[pos] < 0x80:
+                size, value = mv[pos], pos + 1
+            else:
+                size, value = _varint(mv, pos, end)
+            pos = value + size
+        elif wire == 0:
             pos = _varint(mv, pos, end)[1]
         elif wire == 1:
             pos += 8
         elif wire == 5:
             pos += 4
-        elif wire == 2:
-            size, value = _varint(mv, pos, end)
-            pos = value + size
         else:  # groups and invalid wire types
             raise _Wire
         if pos > end or number == 0:
             raise _Wire
         out.append((number, wire, first, value, pos))
     return out
-
-
-def _length_field(number: int, payload: bytes) -> bytes:
-    return _encode_varint(number << 3 | 2) + _encode_varint(len(payload)) + payload
-
-
-def _encode_varint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append(n & 0x7F | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def _only(fields: list[tuple[int, int, int, int, int]], number: int) -> tuple[int, int, int, int, int] | None:

@@ -10,6 +10,7 @@ shape with the op table's shape functions. It never imports TensorFlow.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -37,6 +38,22 @@ _CONTROL_FLOW = {"Enter", "Exit", "LoopCond", "Merge", "NextIteration", "Switch"
 # Ops that are never graph outputs when outputs are auto-detected.
 _NOT_SINKS = {"Const", "NoOp", "Placeholder", "Assert", "SaveV2", "RestoreV2", "VarHandleOp"}
 _MAX_ELEMENTS = 1 << 31
+_INT64_END = 1 << 63
+_DTYPE_NAMES: dict[np.dtype, str] = {}  # np.dtype -> its name: numpy computes .name in Python (1.5 µs)
+
+
+def _dtype_name(dtype: np.dtype) -> str:
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:
+        name = _DTYPE_NAMES[dtype] = dtype.name
+    return name
+
+
+def _elements(dims: Sequence[int]) -> int:
+    """``int(np.prod(dims, dtype=np.int64))``, numpy's wrap-around included, in a seventh of the
+    time: Python's product, numpy's only for a product outside int64."""
+    n = math.prod([int(d) for d in dims])
+    return n if -_INT64_END <= n < _INT64_END else int(np.prod(dims, dtype=np.int64))
 
 
 def tensor_name(ref: str) -> str:
@@ -47,6 +64,8 @@ def tensor_name(ref: str) -> str:
 
 
 def _node_of(ref: str) -> str:
+    if ":" not in ref:  # most references (a third of the time)
+        return ref
     name, _, port = ref.rpartition(":")
     return name if name and port.isdigit() else ref
 
@@ -179,7 +198,7 @@ def _reach(out_refs: Sequence[str], by_name: Mapping[str, RawNode], input_set: s
         if name in input_set:
             continue
         for ref in by_name[name].inputs:
-            if ref.startswith("^") or tensor_name(ref) in cut:
+            if ref.startswith("^") or (cut and tensor_name(ref) in cut):
                 continue
             src = _node_of(ref)
             if src not in by_name:
@@ -258,7 +277,7 @@ def _const_tensor(raw: RawNode) -> Tensor:
     value = raw.attrs.get("value")
     if not isinstance(value, np.ndarray):
         raise ConversionError(f"node '{raw.name}' (Const) has no tensor value")
-    return Tensor(raw.name, value.dtype.name, tuple(value.shape), value)
+    return Tensor(raw.name, _dtype_name(value.dtype), value.shape, value)
 
 
 def _resolve(alias: Mapping[str, str], ref: str) -> str:
@@ -313,7 +332,7 @@ def _add_op(graph: Graph, raw: RawNode, data_inputs: list[str]) -> None:
     consts = [graph.tensors[t].data for t in data_inputs]
     spec = TF_OPS[op]
     shape = spec.shape(raw, in_shapes, consts) if spec.shape else in_shapes[0]
-    if any(d <= 0 for d in shape) or int(np.prod(shape, dtype=np.int64)) > _MAX_ELEMENTS:
+    if any(d <= 0 for d in shape) or _elements(shape) > _MAX_ELEMENTS:
         raise ConversionError(f"node '{name}' ({op}) would produce a tensor of shape {list(shape)}")
     graph.add_tensor(Tensor(name, spec.dtype(raw) if spec.dtype else "float32", tuple(int(d) for d in shape)))
     attrs = {k: v for k, v in raw.attrs.items() if v is not None}  # an empty AttrValue = not set
@@ -371,9 +390,9 @@ def _topological(needed: list[str], by_name: Mapping[str, RawNode], cut: set[str
     """Depth-first post-order over data inputs; reports a cycle by node name."""
     state: dict[str, int] = {}
     order: list[str] = []
-    def data_inputs(name: str) -> list[str]:
-        return [] if name in cut else [r for r in by_name[name].inputs
-                                       if not r.startswith("^") and tensor_name(r) not in cut_tensors]
+    def data_inputs(name: str) -> list[str]:  # the nodes they come from
+        return [] if name in cut else [_node_of(r) for r in by_name[name].inputs
+                                       if not r.startswith("^") and (not cut_tensors or tensor_name(r) not in cut_tensors)]
 
     for root in sorted(needed):
         if root in state:
@@ -384,7 +403,7 @@ def _topological(needed: list[str], by_name: Mapping[str, RawNode], cut: set[str
             name, refs, i = stack[-1]
             if i < len(refs):
                 stack[-1] = (name, refs, i + 1)
-                src = _node_of(refs[i])
+                src = refs[i]
                 st = state.get(src, 0)
                 if st == 1:
                     raise ConversionError(f"the graph has a cycle through node '{src}'")
