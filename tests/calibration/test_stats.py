@@ -231,6 +231,26 @@ def test_sharded_statistics_give_the_same_bytes_as_one_run(float_model, method: 
         assert all(np.array_equal(merged.stats.hist[n], one.stats.hist[n]) for n in one.stats.names)
 
 
+def test_the_fingerprint_is_hashed_only_when_asked_and_is_the_calibrated_graphs(  # type: ignore[no-untyped-def]
+        float_model, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A conversion hashes no constant unless its statistics' fingerprint is asked for; asked after
+    the whole pipeline, it is the fingerprint of the graph the samples ran through (the value a
+    ``calibrate`` shard and ``--stats`` compute)."""
+    import hashlib
+
+    from qconvert.api import calibrate_graph, convert_graph
+
+    folder, m = float_model
+    kw = dict(inputs=m.inputs, outputs=m.outputs, calibration_data=folder / "all.npz")
+    hashed = []
+    real = hashlib.sha256
+    monkeypatch.setattr(hashlib, "sha256", lambda *a: hashed.append(a) or real(*a))
+    converted = convert_graph(folder / "m.pb", **kw)
+    assert hashed == []
+    assert converted.stats.fingerprint == calibrate_graph(folder / "m.pb", **kw).fingerprint
+    assert len(hashed) == 2
+
+
 def test_worker_threads_do_not_change_the_statistics(float_model) -> None:  # type: ignore[no-untyped-def]
     from qconvert.api import convert_graph
 
