@@ -208,6 +208,15 @@ def collect(graph: Graph, calib: Calibration, names: list[str]) -> Stats:
                     value = value[np.abs(value) < np.finfo(np.float32).max]
                 stats.update(name, value)
 
+        def record_many(names: list[str], values: list[np.ndarray]) -> None:  # record on each, at once
+            if any(n not in wanted or n in padded for n in names):
+                for n, v in zip(names, values):
+                    record(n, v)
+            else:
+                stats.update_many(names, values)
+
+        record.many = record_many  # type: ignore[attr-defined]
+
         try:
             return run(feeds, record)
         finally:

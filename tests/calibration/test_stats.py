@@ -166,6 +166,22 @@ class _Clock:
         return self.t
 
 
+def test_update_many_is_update_one_after_another() -> None:
+    """Signed zeros keep the sign one reduction finds, NaN and empty tensors as ``update`` takes them."""
+    rng = np.random.default_rng(3)
+    f = np.float32
+    samples = [[rng.normal(size=(1, 4, 4, 3)).astype(f), np.maximum(rng.normal(size=(1, 8)).astype(f), f(0)),
+                np.array([[-0.0, 0.0, 0.0]], f), np.array([[0.0, -0.0]], f), np.zeros((1, 0), f),
+                np.array([[1.0, np.nan, -2.0]], f), rng.normal(size=(1, 5)).astype(f)] for _ in range(3)]
+    names = [f"t{k}" for k in range(7)]
+    one, many = st.Stats("fp", names), st.Stats("fp", names)
+    for values in samples:
+        for n, v in zip(names, values):
+            one.update(n, v)
+        many.update_many(names, values)
+    assert list(one.lo) == list(many.lo) and repr(one.lo) == repr(many.lo) and repr(one.hi) == repr(many.hi)
+
+
 def test_progress_in_ci_is_one_line_per_tenth() -> None:
     out, clock = io.StringIO(), _Clock()
     p = Progress(out, tty=False, clock=clock)
