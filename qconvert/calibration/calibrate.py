@@ -163,13 +163,13 @@ def collect(graph: Graph, calib: Calibration, names: list[str]) -> Stats:
     output among threads, never a sum), so the statistics are those of one thread. At most
     two batches per worker are read ahead: memory does not grow with the number of samples."""
     from qconvert.calibration import executor
-    from qconvert.calibration.stats import Stats, fingerprint
+    from qconvert.calibration.stats import Stats, fingerprint_later
 
     assert calib.samples is not None
     wanted = set(names)
     padded = {n.outputs[0] for n in graph.nodes if pads_a_pool(graph, n)}
     hist = calib.options.histograms or calib.options.method != "minmax"
-    fp = fingerprint(graph, names)
+    fp = fingerprint_later(graph, names)  # hashed only if asked for (--save-stats, `calibrate`)
     idle: list[tuple[Stats, Callable[..., int]]] = []
     shards: list[Stats] = []
     make = None
@@ -207,6 +207,15 @@ def collect(graph: Graph, calib: Calibration, names: list[str]) -> Stats:
                 if name in padded:  # a max pool's ±inf padding: the range of the finite values
                     value = value[np.abs(value) < np.finfo(np.float32).max]
                 stats.update(name, value)
+
+        def record_many(names: list[str], values: list[np.ndarray]) -> None:  # record on each, at once
+            if any(n not in wanted or n in padded for n in names):
+                for n, v in zip(names, values):
+                    record(n, v)
+            else:
+                stats.update_many(names, values)
+
+        record.many = record_many  # type: ignore[attr-defined]
 
         try:
             return run(feeds, record)

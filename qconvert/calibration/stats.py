@@ -24,7 +24,7 @@ import os
 import zipfile
 import zlib
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -74,14 +74,23 @@ def histogram_bins(counts: np.ndarray, lo: float, hi: float) -> tuple[np.ndarray
 
 @dataclass
 class Stats:
-    """Statistics of the observed tensors over some samples."""
+    """Statistics of the observed tensors over some samples. The graph's fingerprint may be given as
+    :func:`fingerprint_later`'s function: hashed when first asked for (a conversion that neither saves
+    nor reads statistics never asks: 11.9 ms of sha256 on RepViT_M09, 4.3 on MobileViT_XXS, measured; the
+    snapshot it hashes costs 0.8)."""
 
-    fingerprint: str
+    _fingerprint: str | Callable[[], str]
     names: list[str]
     lo: dict[str, float] = field(default_factory=dict)
     hi: dict[str, float] = field(default_factory=dict)
     hist: dict[str, np.ndarray] | None = None
     samples: int = 0
+
+    @property
+    def fingerprint(self) -> str:
+        if callable(self._fingerprint):
+            self._fingerprint = self._fingerprint()
+        return self._fingerprint
 
     def update(self, name: str, value: np.ndarray) -> None:
         if not value.size:
@@ -97,9 +106,36 @@ class Stats:
             else:
                 self.hist[name] = counts
 
+    def update_many(self, names: Sequence[str], values: Sequence[np.ndarray]) -> None:
+        """:meth:`update` of each name with its value, as one after another. Without histograms, the
+        float32 values' minima and maxima come from one copy and two ``reduceat`` calls instead of two
+        reductions per tensor (LiteRT's 8 samples of MobileViT_XXS, 363 tensors: 3.5 against 8.4 ms; RepViT_M09
+        3.2 against 5.8; measured);
+        a tensor whose minimum or maximum is 0 is reduced again by itself, so that a zero's sign is the
+        one :meth:`update` finds."""
+        kept = [(n, v) for n, v in zip(names, values) if v.size]
+        if self.hist is not None or len(kept) < 2 or any(v.dtype != np.float32 for _, v in kept):
+            for n, v in kept:
+                self.update(n, v)
+            return
+        sizes = np.fromiter((v.size for _, v in kept), np.int64, len(kept))
+        starts = np.zeros(len(kept), np.int64)
+        np.cumsum(sizes[:-1], out=starts[1:])
+        flat = np.concatenate([v.reshape(-1) for _, v in kept])
+        los, his = np.minimum.reduceat(flat, starts).tolist(), np.maximum.reduceat(flat, starts).tolist()
+        for (name, value), a, b in zip(kept, los, his):
+            if a == 0.0:
+                a = float(value.min())
+            if b == 0.0:
+                b = float(value.max())
+            if name in self.lo:
+                a, b = min(self.lo[name], a), max(self.hi[name], b)
+            self.lo[name], self.hi[name] = a, b
+
     def merge(self, other: "Stats", where: str = "statistics") -> None:
         """Add ``other``'s statistics (refused when it comes from another graph or setting)."""
-        if other.fingerprint != self.fingerprint or other.names != self.names:
+        if (other._fingerprint is not self._fingerprint and other.fingerprint != self.fingerprint  # shards: one
+                or other.names != self.names):  # function, not hashed to be merged
             raise ConversionError(
                 f"{where} was recorded on another graph or with other options (fingerprint "
                 f"{other.fingerprint[:12]}, this conversion's {self.fingerprint[:12]}); record it again with the "
@@ -179,18 +215,38 @@ def merged(paths: Sequence[str | os.PathLike], fingerprint: str, names: list[str
 
 def fingerprint(graph, names: Sequence[str]) -> str:  # type: ignore[no-untyped-def]
     """sha256 of the float graph the samples run through and of the observed tensors."""
-    import hashlib  # here: 5 ms of OpenSSL at start-up that a QAT conversion never needs
+    return fingerprint_later(graph, names)()
 
-    h = hashlib.sha256(b"qconvert-stats-1\0")
+
+def fingerprint_later(graph, names: Sequence[str]) -> Callable[[], str]:  # type: ignore[no-untyped-def]
+    """:func:`fingerprint` of the graph as it is now, hashed when the returned function is first
+    called: what it hashes is taken now, the constants by reference (passes give a tensor new data,
+    they never write into a constant's array), so that later passes do not change it."""
+    parts: list[bytes | tuple[str, np.ndarray]] = []
     for node in graph.nodes:
-        h.update(f"{node.op}|{','.join(node.inputs)}|{','.join(node.outputs)}\n".encode())
+        parts.append(f"{node.op}|{','.join(node.inputs)}|{','.join(node.outputs)}\n".encode())
         for i in node.inputs:
             data = graph.const(i) if i else None
             if data is not None:
-                a = np.ascontiguousarray(data)
-                h.update(f"{i}:{a.dtype}:{a.shape}\n".encode())
-                h.update(a.tobytes())
+                parts.append((i, data))
     for name in list(graph.inputs) + list(names):
         t = graph.tensors[name]
-        h.update(f"observe {name} {t.dtype} {t.shape}\n".encode())
-    return h.hexdigest()
+        parts.append(f"observe {name} {t.dtype} {t.shape}\n".encode())
+    done: list[str] = []
+
+    def digest() -> str:
+        import hashlib  # here: 5 ms of OpenSSL at start-up that a QAT conversion never needs
+
+        if not done:
+            h = hashlib.sha256(b"qconvert-stats-1\0")
+            for part in parts:
+                if isinstance(part, bytes):
+                    h.update(part)
+                    continue
+                a = np.ascontiguousarray(part[1])
+                h.update(f"{part[0]}:{a.dtype}:{a.shape}\n".encode())
+                h.update(a.tobytes())
+            done.append(h.hexdigest())
+        return done[0]
+
+    return digest

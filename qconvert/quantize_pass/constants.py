@@ -49,10 +49,12 @@ def quantize_constants(graph: Graph, ctx: Context) -> bool:
             continue
         out = graph.tensors[node.outputs[0]]
         value = graph.const(node.inputs[0])
-        if not np.isfinite(value).all() and _pool_fill(graph, node):
+        finite = bool(np.isfinite(value).all())  # once: a pass over every weight
+        if not finite and _pool_fill(graph, node):
             # a max (min) pool's -inf (+inf) padding: the lowest (highest) integer, as the clamp makes it
             value = np.nan_to_num(value, posinf=np.finfo(np.float32).max, neginf=-np.finfo(np.float32).max)
-        if not np.isfinite(value).all():
+            finite = bool(np.isfinite(value).all())
+        if not finite:
             raise ConversionError(
                 f"constant '{node.inputs[0]}' contains NaN or infinite values; it cannot be quantized "
                 f"(check the weights and BatchNorm statistics of the frozen graph)"

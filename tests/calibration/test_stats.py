@@ -166,6 +166,22 @@ class _Clock:
         return self.t
 
 
+def test_update_many_is_update_one_after_another() -> None:
+    """Signed zeros keep the sign one reduction finds, NaN and empty tensors as ``update`` takes them."""
+    rng = np.random.default_rng(3)
+    f = np.float32
+    samples = [[rng.normal(size=(1, 4, 4, 3)).astype(f), np.maximum(rng.normal(size=(1, 8)).astype(f), f(0)),
+                np.array([[-0.0, 0.0, 0.0]], f), np.array([[0.0, -0.0]], f), np.zeros((1, 0), f),
+                np.array([[1.0, np.nan, -2.0]], f), rng.normal(size=(1, 5)).astype(f)] for _ in range(3)]
+    names = [f"t{k}" for k in range(7)]
+    one, many = st.Stats("fp", names), st.Stats("fp", names)
+    for values in samples:
+        for n, v in zip(names, values):
+            one.update(n, v)
+        many.update_many(names, values)
+    assert list(one.lo) == list(many.lo) and repr(one.lo) == repr(many.lo) and repr(one.hi) == repr(many.hi)
+
+
 def test_progress_in_ci_is_one_line_per_tenth() -> None:
     out, clock = io.StringIO(), _Clock()
     p = Progress(out, tty=False, clock=clock)
@@ -229,6 +245,26 @@ def test_sharded_statistics_give_the_same_bytes_as_one_run(float_model, method: 
     assert merged.stats.lo == one.stats.lo and merged.stats.hi == one.stats.hi and merged.stats.samples == 40
     if method != "minmax":
         assert all(np.array_equal(merged.stats.hist[n], one.stats.hist[n]) for n in one.stats.names)
+
+
+def test_the_fingerprint_is_hashed_only_when_asked_and_is_the_calibrated_graphs(  # type: ignore[no-untyped-def]
+        float_model, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A conversion hashes no constant unless its statistics' fingerprint is asked for; asked after
+    the whole pipeline, it is the fingerprint of the graph the samples ran through (the value a
+    ``calibrate`` shard and ``--stats`` compute)."""
+    import hashlib
+
+    from qconvert.api import calibrate_graph, convert_graph
+
+    folder, m = float_model
+    kw = dict(inputs=m.inputs, outputs=m.outputs, calibration_data=folder / "all.npz")
+    hashed = []
+    real = hashlib.sha256
+    monkeypatch.setattr(hashlib, "sha256", lambda *a: hashed.append(a) or real(*a))
+    converted = convert_graph(folder / "m.pb", **kw)
+    assert hashed == []
+    assert converted.stats.fingerprint == calibrate_graph(folder / "m.pb", **kw).fingerprint
+    assert len(hashed) == 2
 
 
 def test_worker_threads_do_not_change_the_statistics(float_model) -> None:  # type: ignore[no-untyped-def]
