@@ -3,7 +3,6 @@ what ``convert --report``, ``batch --report`` and ``Result.record`` hold."""
 
 from __future__ import annotations
 
-import hashlib
 import re
 from typing import Any, Sequence
 
@@ -36,6 +35,8 @@ def build_record(model: str, output: str, data: bytes | None = None, notes: Sequ
         m = _NODE_RE.search(msg)
         rec["node"] = m.group(1) if m else None
         return rec
+    import hashlib  # here: OpenSSL's 2.5 ms at start-up, for a record only
+
     from qconvert.schema.reader import read_model  # the flatbuffer reader: only when a record is asked for
 
     info = read_model(data)
