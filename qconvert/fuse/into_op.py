@@ -111,7 +111,8 @@ def fold_mul_into_conv(graph: Graph, ctx: Context) -> bool:
     conv's bias (measured on TF 2.21: LeViT128S's stem, tests/e2e/test_kcam_zoo.py)."""
     dead: list[Node] = []
     for node in graph:
-        if node.op == "CONV_2D":
+        r = row(node.op)
+        if r is not None and r.folds_mul_first:
             _fold_following_mul(graph, ctx, node, dead)
     graph.remove_nodes(dead)
     graph.prune()
@@ -164,7 +165,7 @@ def _fold_following_mul(graph: Graph, ctx: Context, node: Node, dead: list[Node]
         if new.axis is None:
             new = replace(new, scale=new.scale[:1], zero_point=new.zero_point[:1])
         insert_qdq_on_edge(graph, node, ws, new, Origin.WEIGHT)
-    if node.op == "FULLY_CONNECTED" and op_row.operand_slots[2] >= len(node.inputs):
+    if op_row.weight_axis is None and op_row.operand_slots[2] >= len(node.inputs):  # FULLY_CONNECTED
         # a Dense without a bias keeps none (TensorFlow's FuseFullyConnectedAndMul; measured on 2.21)
         node.outputs = list(mul.outputs)
         dead.append(mul)
@@ -403,9 +404,6 @@ def fuse_pad_into_conv(graph: Graph, ctx: Context) -> bool:
     return changed
 
 
-_AFFINE = frozenset({"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED"})
-
-
 def scalarize_splat_after_affine(graph: Graph, ctx: Context) -> bool:
     """``ADD|SUB|MUL|DIV(op(...), c)`` with ``c`` a float32 constant of more than one element, all equal,
     after a CONV_2D, DEPTHWISE_CONV_2D or FULLY_CONNECTED: ``c`` becomes a 0-d constant, as TensorFlow's
@@ -417,20 +415,20 @@ def scalarize_splat_after_affine(graph: Graph, ctx: Context) -> bool:
     changed = False
     for node in graph:
         r = row(node.op)
-        if r is None or (r.arith is None and node.op != "DIV") or len(node.inputs) != 2:
+        if r is None or r.splat_scalar is None or len(node.inputs) != 2:
             continue
         c = graph.const(node.inputs[1])
         affine = graph.producer(node.inputs[0])
+        ra = row(affine.op) if affine is not None else None
         if c is None or c.dtype != np.float32 or c.size <= 1 or np.any(c != c.reshape(-1)[0]) \
-                or affine is None or affine.op not in _AFFINE:
+                or ra is None or not ra.absorbs_input_scale:  # CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED
             continue
         x, out = graph.tensors[node.inputs[0]].shape, graph.tensors[node.outputs[0]].shape
         if x is None or out is None or tuple(x) != tuple(out) or len(x) > 4:
             continue
-        ra = row(affine.op)
-        _, ws, bs = ra.operand_slots  # type: ignore[union-attr]
+        _, ws, bs = ra.operand_slots
         if (bs < len(affine.inputs) and not graph.is_const(affine.inputs[bs])) \
-                or (node.op in ("MUL", "DIV") and not graph.is_const(affine.inputs[ws])):
+                or (r.splat_scalar == "scale" and not graph.is_const(affine.inputs[ws])):
             continue
         node.inputs[1] = graph.add_const(f"{node.inputs[1]}/scalar", np.float32(c.reshape(-1)[0]).reshape(()))
         changed = True

@@ -79,6 +79,10 @@ class OpRow:
     bias_sign: int = 0  # ADD (+1) / SUB (-1) of a per-channel constant folds into a preceding bias
     scales_weights: bool = False  # MUL by a per-channel constant folds into preceding weights
     absorbs_input_scale: bool = False  # a MUL by a scalar before it folds into its weights (input side)
+    folds_mul_first: bool = False  # a MUL after it folds before the FULLY_CONNECTED fusions (TF-dialect FuseMulAndConv2D)
+    # ScalarizeSplatConstantForBroadcastableOps: after a conv/depthwise/FC, a splat second operand becomes a scalar
+    # when the affine op's bias is a constant ("shift": ADD, SUB) and its weights too ("scale": MUL, DIV)
+    splat_scalar: str | None = None
     symmetric_weights: bool = False  # the int8 kernel takes weight zero point 0 only (conv.cc)
     int4_version: int | None = None  # the version with INT4 weights (None: the kernel takes none)
     int4_in_reference: bool = False  # LiteRT's reference kernels register that version (2.3: not DEPTHWISE v7)
@@ -175,7 +179,7 @@ TABLE: dict[str, OpRow] = dict([
          grouped_version=6,
          fuses_activation=True, float_inputs=(0,), takes_same_padding=True,
          int16_options=(("quantized_bias_type", "INT64"),), symmetric_weights=True, absorbs_input_scale=True,
-         kernel=fk.conv_2d, requant=r.convolution, version=r.conv_2d_version),
+         folds_mul_first=True, kernel=fk.conv_2d, requant=r.convolution, version=r.conv_2d_version),
     # per_tensor16: TF 2.21's 16x8 quantizer fails on per-tensor depthwise weights ("Quantized dimension for
     # tensor property and quantization parameters do not match. Got 3 and 0"; measured)
     _row("DEPTHWISE_CONV_2D", Rule.WEIGHTED, 3, uint8=True, weight_axis=3, int4_version=7, fuses_activation=True,
@@ -199,20 +203,22 @@ TABLE: dict[str, OpRow] = dict([
     # constant operand is quantized as an activation (its own range), as TensorFlow writes it
     _row("BATCH_MATMUL", Rule.FREE, 2, kernel=fk.batch_matmul, folds=True, requant=r.batch_matmul),
     _row("ADD", Rule.FREE, 2, uint8=True, int16_options=(("pot_scale_int16", False),), requant16=r.add_sub16,
-         fuses_activation=True, bias_sign=1,
+         fuses_activation=True, bias_sign=1, splat_scalar="shift",
          neutral=(0.0, (0, 1)), in_place=True,
          kernel=fk.binary(lambda a, b: a + b), folds=True, requant=r.add_sub, arith="add"),
     _row("SUB", Rule.FREE, 2, uint8=True, int16_options=(("pot_scale_int16", False),), requant16=r.add_sub16,
-         fuses_activation=True, bias_sign=-1,
+         fuses_activation=True, bias_sign=-1, splat_scalar="shift",
          neutral=(0.0, (1,)), in_place=True,
          kernel=fk.binary(lambda a, b: a - b), folds=True, requant=r.add_sub, arith="sub"),
-    _row("MUL", Rule.FREE, 2, uint8=True, fuses_activation=True, scales_weights=True, neutral=(1.0, (0, 1)),
+    _row("MUL", Rule.FREE, 2, uint8=True, fuses_activation=True, scales_weights=True, splat_scalar="scale",
+         neutral=(1.0, (0, 1)),
          in_place=True, kernel=fk.binary(lambda a, b: a * b), folds=True, requant=r.mul, version=r.mul_version,
          arith="mul"),
     # both operands activations (ReLU linear attention's x / (sum + eps)); x / c is a MUL by 1/c. int8 v1 (TF
     # 2.21, measured); its output takes its own range, the divisor's range is not constrained; no 16x8 form (TF 2.21:
     # "Quantization to 16x8-bit not yet supported for op: 'DIV'")
-    _row("DIV", Rule.FREE, 1, form16=Form16.NONE, fuses_activation=True, in_place=True, kernel=fk.binary(lambda a, b: a / b), folds=True,
+    _row("DIV", Rule.FREE, 1, form16=Form16.NONE, fuses_activation=True, in_place=True, splat_scalar="scale",
+         kernel=fk.binary(lambda a, b: a / b), folds=True,
          requant=r.div, version=r.div_version, divisor_slot=1),
     _row("MEAN", Rule.FREE, 2, uint8=True, float_inputs=(0,), removable_if_same_shape=True, kernel=fk.mean,
          requant=r.mean),
