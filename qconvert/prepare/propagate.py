@@ -58,7 +58,7 @@ def weight_params(value: np.ndarray, axis: int | None, num_bits: int = 8) -> Qua
     """Symmetric parameters for a weight without FakeQuant (per channel along ``axis``): int8
     [-127, 127], or INT4 [-7, 7] with ``num_bits=4`` (scale max|w|/7)."""
     # max|w| in the weight's own float type, exact, widened after the reduction, over the other axes in
-    # place (a float64 copy, then a moved copy of a depthwise weight: RepViT_M09's 127 weights 18.8 -> 7.5 ms)
+    # place (a float64 copy, then a moved copy of a depthwise weight: RepViT_M09's 127 weights 12.2 -> 10.1 ms)
     v = np.asarray(value)
     if v.dtype.kind != "f":
         v = v.astype(np.float64)
