@@ -57,12 +57,16 @@ def _signed_params(lo: float, hi: float, narrow: bool, axis: int | None = None) 
 def weight_params(value: np.ndarray, axis: int | None, num_bits: int = 8) -> QuantParams:
     """Symmetric parameters for a weight without FakeQuant (per channel along ``axis``): int8
     [-127, 127], or INT4 [-7, 7] with ``num_bits=4`` (scale max|w|/7)."""
-    v = np.asarray(value, dtype=np.float64)
+    # max|w| in the weight's own float type, exact, widened after the reduction, over the other axes in
+    # place (a float64 copy, then a moved copy of a depthwise weight: RepViT_M09's 127 weights 12.2 -> 10.1 ms)
+    v = np.asarray(value)
+    if v.dtype.kind != "f":
+        v = v.astype(np.float64)
     if axis is None:
         m = float(np.abs(v).max()) if v.size else 0.0
         return qm.value_range_params(-m, m, narrow_range=True, num_bits=num_bits)
-    moved = np.moveaxis(v, axis, 0).reshape(v.shape[axis], -1)
-    ms = np.abs(moved).max(axis=1) if moved.size else np.zeros(v.shape[axis])
+    others = tuple(a for a in range(v.ndim) if a != axis % v.ndim)
+    ms = np.abs(v).max(axis=others).astype(np.float64) if v.size else np.zeros(v.shape[axis])
     return qm.value_range_params_per_channel((-ms).tolist(), ms.tolist(), narrow_range=True, axis=axis,
                                              num_bits=num_bits)
 

@@ -28,8 +28,15 @@ def _operand(graph: Graph, name: str) -> Operand | None:
         return None
     t = graph.tensors[name]
     q = t.quant
-    scales = np.asarray(q.scale if q is not None else (), dtype=np.float32).tolist()
-    return operand(name, scales, q.zero_point if q is not None else (), t.shape or (), t.dtype)
+    if q is None:
+        return operand(name, (), (), t.shape or (), t.dtype)
+    # operand()'s conversions where they cost: the scales are Python floats already (tolist), and zero points
+    # all 0 (per-channel weights and biases) need no int() each (RepViT_M09, median of 7: assign_versions
+    # 5.2 -> 3.2 ms, requant_records 17.1 -> 14.8)
+    zps = tuple(q.zero_point)
+    zps = (0,) * len(zps) if zps.count(0) == len(zps) else tuple(map(int, zps))
+    return Operand(name, tuple(np.asarray(q.scale, dtype=np.float32).tolist()), zps, tuple(map(int, t.shape or ())),
+                   t.dtype)
 
 
 def _operands(graph: Graph, node: Node) -> tuple[list[Operand | None], Operand]:

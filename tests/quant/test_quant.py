@@ -873,6 +873,39 @@ def test_inv_sqrt_multiplier_is_one_over_sqrt(value: int) -> None:
     assert abs(m * 2.0 ** (shift - 31) * np.sqrt(value) - 1.0) < 2e-6
 
 
+def test_inv_sqrt_multiplier_array_is_the_scalar_steps() -> None:
+    """The array form (RSQRT's tables) gives the scalar Newton iteration's pairs, bit for bit, on
+    every value up to 2^16, the normalisation's edges and random int32 values."""
+    from qconvert.quant.multipliers import inv_sqrt_quantized_multiplier, inv_sqrt_quantized_multiplier_array
+
+    rng = np.random.default_rng(0)
+    values = np.concatenate([np.arange(1 << 16), rng.integers(0, 2**31, 20000),
+                             [(1 << 29) - 1, 1 << 29, (1 << 29) + 12345, 1 << 30, 2**31 - 1]])
+    multipliers, shifts = inv_sqrt_quantized_multiplier_array(values)
+    assert list(zip(multipliers.tolist(), shifts.tolist())) == [inv_sqrt_quantized_multiplier(int(v)) for v in values]
+
+
+@pytest.mark.parametrize("in_zp", [-128, -3, 0, 57, 127, 300, -400])
+def test_rsqrt_table_is_the_kernel_per_entry(in_zp: int) -> None:
+    """RSQRT's table against its Eval written per entry with the scalar functions (zero points
+    outside int8 included: the cached first step covers [0, 255] only)."""
+    from qconvert.quant.multipliers import inv_sqrt_quantized_multiplier, rsqrt_table
+
+    in_scale, out_scale, out_zp = 0.0123, 0.0456, -7
+    f = np.float32
+    m, s = qm.quantize_multiplier(1.0 / float(f(np.sqrt(f(in_scale)) * f(out_scale))))
+    expect = []
+    for x in range(256):
+        v = (x - 256 if x > 127 else x) - in_zp
+        if v <= 0:
+            expect.append(127)
+            continue
+        im, ish = inv_sqrt_quantized_multiplier(v)
+        data = qm.multiply_by_quantized_multiplier(1, im, ish + 20)
+        expect.append(int(np.clip(qm.multiply_by_quantized_multiplier(data, m, s - 20) + out_zp, -128, 127)))
+    assert rsqrt_table(in_scale, in_zp, out_scale, out_zp) == expect
+
+
 def test_value_range_params_legacy_expands_a_tiny_constant_as_tensorflow() -> None:
     """LayerNormalization's epsilon 1e-6 as TensorFlow 2.21's post-training quantizer wrote it in
     keras.applications.ConvNeXtTiny: scale 5.8823533e-09, zero point -43 (ExpandVerySmallRange
