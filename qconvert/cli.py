@@ -589,7 +589,13 @@ def _reuse_freed_memory() -> None:
     try:
         import ctypes
 
-        ctypes.CDLL(None).mallopt(-3, 32 << 20)  # M_MMAP_THRESHOLD (malloc.h); elsewhere than glibc, a no-op or absent
+        libc = ctypes.CDLL(None)
+        libc.mallopt(-3, 32 << 20)  # M_MMAP_THRESHOLD (malloc.h); elsewhere than glibc, a no-op or absent
+        # M_TRIM_THRESHOLD and M_TOP_PAD: the heap's freed top is kept, not given back and faulted in again, and it
+        # grows 64 MB at a time (untouched pages cost nothing). RepViT_M09 at 32 px, whole process, 5 runs each:
+        # 35,400 -> 31,000 minor page faults, 0.35 -> 0.34 s.
+        libc.mallopt(-1, 512 << 20)
+        libc.mallopt(-2, 64 << 20)
     except (OSError, AttributeError):
         pass
 
