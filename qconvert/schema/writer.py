@@ -705,7 +705,7 @@ def _pack_buffer(b: Builder, data: np.ndarray | None) -> int:
         return b.table(3, ())
     if data.nbytes:
         b.Prep(_BUFFER_ALIGNMENT, data.nbytes)  # the data starts on the boundary
-    return b.table(3, [(0, "", b.vector(data, 1, 1))])
+    return b.table(3, [(0, "", b.vector(data, 1, 1, defer=True))])
 
 
 def _pack_metadata(b: Builder, name: str, buffer: int) -> int:
@@ -755,4 +755,4 @@ def write_model(graph: Graph, description: str = "qconvert") -> bytes:
         (4, "", buffers), (6, "", metadata_offset), (7, "", signatures),
     ])
     b.Finish(model, file_identifier=FILE_IDENTIFIER)
-    return bytes(memoryview(b.Bytes)[b.Head():])
+    return b.Output()
