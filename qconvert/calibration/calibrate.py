@@ -45,7 +45,7 @@ from qconvert.errors import ConversionError
 from qconvert.ir import Graph
 from qconvert.calibration.precision import choose_int16_ops, choose_ops, int16_boundaries
 from qconvert.ir.passes import Context, Origin
-from qconvert.ir.qdq import insert_qdq_after, is_dequantize, is_quantize
+from qconvert.ir.qdq import insert_qdq_after, is_quantize, source_of
 from qconvert.ops import Rule, float_operands, pool_fill, row
 from qconvert.options import CalibrationOptions
 from qconvert.quant import calibrated_range_params
@@ -500,11 +500,7 @@ def _warn_zero_divisors(graph: Graph, ranges: dict[str, tuple[float, float]], ct
         op_row = row(node.op)
         if op_row is None or op_row.divisor_slot is None or ctx.bits(node) != 8:
             continue
-        divisor = node.inputs[op_row.divisor_slot]
-        producer = graph.producer(divisor)
-        while producer is not None and (is_quantize(producer) or is_dequantize(producer)):  # the calibrated pair
-            divisor = producer.inputs[0]
-            producer = graph.producer(divisor)
+        divisor = source_of(graph, node.inputs[op_row.divisor_slot])[0]  # before the calibrated pair
         if divisor not in ranges or graph.is_const(divisor):
             continue
         lo, hi = ranges[divisor]

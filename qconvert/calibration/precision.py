@@ -23,7 +23,7 @@ from typing import Mapping
 from qconvert.errors import ConversionError, UsageError
 from qconvert.ir import Graph, Node
 from qconvert.ir.passes import Context, Origin
-from qconvert.ir.qdq import insert_qdq_after, insert_qdq_on_edge, is_dequantize, is_quantize, origin_of
+from qconvert.ir.qdq import insert_qdq_after, insert_qdq_on_edge, is_dequantize, is_quantize, origin_of, source_of
 from qconvert.ops import Rule, float_operands, row
 from qconvert.quant import QuantParams, calibrated_range_params
 
@@ -140,7 +140,7 @@ def int16_boundaries(graph: Graph, ctx: Context, ranges: Mapping[str, tuple[floa
             name = node.inputs[slot]
             if not name or graph.is_const(name):
                 continue
-            src, producer = _source(graph, name)
+            src, producer, _ = source_of(graph, name)
             if producer is not None and not compute(producer) or ctx.bits(producer) == mine:
                 continue
             r = row(producer.op) if producer is not None else None
@@ -162,7 +162,7 @@ def int16_boundaries(graph: Graph, ctx: Context, ranges: Mapping[str, tuple[floa
 
 
     for out in list(graph.outputs):  # the model's outputs are int8 (a QUANTIZE int16 → int8 before them)
-        src, producer = _source(graph, out)
+        src, producer, _ = source_of(graph, out)
         if producer is None or ctx.bits(producer) == 8:
             continue
         r = row(producer.op)
@@ -176,10 +176,3 @@ def int16_boundaries(graph: Graph, ctx: Context, ranges: Mapping[str, tuple[floa
         ctx.note(f"boundary: '{src}' requantized to {_text(params)} (QUANTIZE) for the model output")
 
 
-def _source(graph: Graph, tensor: str) -> tuple[str, Node | None]:
-    """Back through DQ ← Q chains: the tensor they start from and its producer."""
-    while True:
-        prod = graph.producer(tensor)
-        if not (is_dequantize(prod) or is_quantize(prod)):
-            return tensor, prod
-        tensor = prod.inputs[0]  # type: ignore[union-attr]

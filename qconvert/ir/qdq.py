@@ -29,6 +29,18 @@ def is_dequantize(node: Node | None) -> bool:
     return node is not None and node.op == DEQUANTIZE
 
 
+def source_of(graph: Graph, tensor: str) -> tuple[str, Node | None, list[Node]]:
+    """Back through QUANTIZE / DEQUANTIZE chains: the tensor they start from, its producer (None for a
+    graph input or a constant), and the QUANTIZE and DEQUANTIZE nodes passed, nearest first."""
+    passed: list[Node] = []
+    while True:
+        producer = graph.producer(tensor)
+        if not (is_quantize(producer) or is_dequantize(producer)):
+            return tensor, producer, passed
+        passed.append(producer)  # type: ignore[arg-type]
+        tensor = producer.inputs[0]  # type: ignore[union-attr]
+
+
 def origin_of(node: Node | None) -> Origin | None:
     """Who set a QUANTIZE node's parameters (None for anything else)."""
     return node.attrs.get("origin") if is_quantize(node) else None  # type: ignore[union-attr]

@@ -24,19 +24,9 @@ from qconvert.calibration.precision import choose_ops, readers
 from qconvert.errors import UsageError
 from qconvert.ir import Graph, Node
 from qconvert.ir.passes import Context, Origin
-from qconvert.ir.qdq import is_dequantize, is_quantize, origin_of
+from qconvert.ir.qdq import is_dequantize, is_quantize, origin_of, source_of
 
 
-def _source(graph: Graph, tensor: str) -> tuple[str, list[Node]]:
-    """Back through DQ ← Q chains: the tensor they start from and the QUANTIZE nodes passed."""
-    qs: list[Node] = []
-    while True:
-        prod = graph.producer(tensor)
-        if not (is_dequantize(prod) or is_quantize(prod)):
-            return tensor, qs
-        if is_quantize(prod):
-            qs.append(prod)  # type: ignore[arg-type]
-        tensor = prod.inputs[0]  # type: ignore[union-attr]
 
 
 def keep_float(graph: Graph, ctx: Context) -> bool:
@@ -56,7 +46,8 @@ def keep_float(graph: Graph, ctx: Context) -> bool:
         for slot, name in enumerate(node.inputs):
             if not name:
                 continue
-            src, qs = _source(graph, name)
+            src, _, passed = source_of(graph, name)
+            qs = [n for n in passed if is_quantize(n)]
             if src == name or graph.producer(src) not in ctx.float_ops:
                 continue
             node.inputs[slot] = src
@@ -100,11 +91,11 @@ def _report_boundaries(graph: Graph, ctx: Context, floats: list[Node]) -> None:
     for node in floats:
         for name in node.inputs:
             prod = graph.producer(name) if name else None
-            if not is_dequantize(prod) or graph.is_const(_source(graph, name)[0]) or name in seen:
+            if not is_dequantize(prod) or graph.is_const(source_of(graph, name)[0]) or name in seen:
                 continue
             seen.add(name)
             src = prod.inputs[0]  # type: ignore[union-attr]
-            ctx.note(f"boundary: '{_source(graph, name)[0]}' {_params(graph, src)} → float32 (DEQUANTIZE) into the "
+            ctx.note(f"boundary: '{source_of(graph, name)[0]}' {_params(graph, src)} → float32 (DEQUANTIZE) into the "
                      f"float {node.op} '{node.name}'")
         for out in node.outputs:
             qs = [q for q in graph.consumers(out) if is_quantize(q)]
