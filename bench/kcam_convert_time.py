@@ -12,7 +12,9 @@ imports count (``bench/convert_time.py``'s ``measure``: wall time and the child'
 - qconvert: ``python -m qconvert MODEL.pb --inputs input --outputs Identity --calibration-data
   X.npy`` (the default calibration engine).
 
-Medians of ``--repeats`` runs after one warm-up; printed with the ratio TF / qconvert. For the
+Run it with the Python of an environment where qconvert is installed as users install it (``pip install .``):
+an editable install (``pip install -e .``) adds its import hook to every process (7 ms measured). Medians of
+``--repeats`` runs after one warm-up; printed with the ratio TF / qconvert. For the
 same comparison in one process (TensorFlow imported once, the conversion alone), see
 ``bench/kcam_zoo_ptq.py``'s ``ours s`` / ``TF s`` columns.
 """
@@ -36,6 +38,16 @@ from calibration_speed import TF_SCRIPT
 from convert_time import median_of
 
 
+def _how_installed() -> str:
+    from importlib import metadata
+
+    try:
+        url = metadata.distribution("qconvert").read_text("direct_url.json") or ""
+    except metadata.PackageNotFoundError:
+        return "not installed (run from the source tree)"
+    return "installed editable (its import hook costs every process)" if '"editable": true' in url else "installed"
+
+
 def main() -> int:
     import kcam_zoo
 
@@ -47,7 +59,7 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
     print(f"medians of {args.repeats} runs (after one warm-up), whole processes, {args.samples} samples, "
-          f"{os.cpu_count()} CPUs")
+          f"{os.cpu_count()} CPUs, qconvert {_how_installed()}")
     print(f"{'model':20} {'px':>4} | {'qconvert s':>10} {'TF s':>7} {'speed-up':>8} | {'qconvert MB':>11} {'TF MB':>7}")
     ratios = []
     with tempfile.TemporaryDirectory() as tmp:
