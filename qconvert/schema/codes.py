@@ -1,6 +1,7 @@
 """The TFLite schema's names: builtin codes, tensor types, option enums, and the spelling
 of generated field names. Shared by the writer and the reader (which must not need the
-writer, nor the IR it knows)."""
+writer, nor the IR it knows). Read from ``layout`` (generated from ``ai_edge_litert``'s schema module,
+which importing this does not load: 8 ms of start-up)."""
 
 from __future__ import annotations
 
@@ -8,42 +9,39 @@ import re
 from typing import Any
 
 import numpy as np
-from ai_edge_litert import schema_py_generated as schema
+
+from qconvert.schema.layout import ENUMS
 
 FILE_IDENTIFIER = b"TFL3"
 
-# Option fields that hold a schema enum, by generated (camelCase) field name.
-ENUM_FIELDS: dict[str, type] = {
-    "padding": schema.Padding,
-    "fusedActivationFunction": schema.ActivationFunctionType,
-    "weightsFormat": schema.FullyConnectedOptionsWeightsFormat,
-    "quantizedBiasType": schema.TensorType,
-    "outputType": schema.TensorType,
-    "inDataType": schema.TensorType,
-    "outDataType": schema.TensorType,
-    "idxOutType": schema.TensorType,
-    "outType": schema.TensorType,
-    "keyDtype": schema.TensorType,
-    "valueDtype": schema.TensorType,
-    "type": schema.LSHProjectionType,
-    "kernelType": schema.LSTMKernelType,
-    "combiner": schema.CombinerType,
-    "mode": schema.MirrorPadMode,
-    "reduceFunction": schema.ReduceWindowFunction,
-    "comparisonDirection": schema.StablehloComparisonDirection,
-    "compareType": schema.StablehloComparisonType,
-    "algorithm": schema.RngAlgorithm,
-    "compositeAttributesFormat": schema.CustomOptionsFormat,
+# Option fields that hold a schema enum (its names → values), by generated (camelCase) field name.
+ENUM_FIELDS: dict[str, dict[str, int]] = {
+    "padding": ENUMS["Padding"],
+    "fusedActivationFunction": ENUMS["ActivationFunctionType"],
+    "weightsFormat": ENUMS["FullyConnectedOptionsWeightsFormat"],
+    "quantizedBiasType": ENUMS["TensorType"],
+    "outputType": ENUMS["TensorType"],
+    "inDataType": ENUMS["TensorType"],
+    "outDataType": ENUMS["TensorType"],
+    "idxOutType": ENUMS["TensorType"],
+    "outType": ENUMS["TensorType"],
+    "keyDtype": ENUMS["TensorType"],
+    "valueDtype": ENUMS["TensorType"],
+    "type": ENUMS["LSHProjectionType"],
+    "kernelType": ENUMS["LSTMKernelType"],
+    "combiner": ENUMS["CombinerType"],
+    "mode": ENUMS["MirrorPadMode"],
+    "reduceFunction": ENUMS["ReduceWindowFunction"],
+    "comparisonDirection": ENUMS["StablehloComparisonDirection"],
+    "compareType": ENUMS["StablehloComparisonType"],
+    "algorithm": ENUMS["RngAlgorithm"],
+    "compositeAttributesFormat": ENUMS["CustomOptionsFormat"],
 }
 
 
-def _members(enum: type) -> dict[str, int]:
-    return {k: v for k, v in vars(enum).items() if not k.startswith("_")}
-
-
-BUILTIN_CODES: dict[str, int] = _members(schema.BuiltinOperator)
+BUILTIN_CODES: dict[str, int] = ENUMS["BuiltinOperator"]
 BUILTIN_NAMES: dict[int, str] = {v: k for k, v in BUILTIN_CODES.items()}
-TENSOR_TYPES: dict[str, int] = {k.lower(): v for k, v in _members(schema.TensorType).items()}
+TENSOR_TYPES: dict[str, int] = {k.lower(): v for k, v in ENUMS["TensorType"].items()}
 TENSOR_TYPE_NAMES: dict[int, str] = {v: k for k, v in TENSOR_TYPES.items()}
 
 
@@ -64,7 +62,7 @@ def enum_name(field: str, value: Any) -> Any:
     enum = ENUM_FIELDS.get(field)
     if enum is None or isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         return value
-    for name, code in _members(enum).items():
+    for name, code in enum.items():
         if code == value:
             return name
     return int(value)

@@ -16,9 +16,9 @@ import struct
 from typing import Iterable, Sequence
 
 import numpy as np
-from ai_edge_litert.schema_py_generated import BuiltinOperator
 
 from qconvert.quant.requant import Requant
+from qconvert.schema.layout import ENUMS
 
 METADATA_NAME = "qconvert_requant"
 MAGIC = b"QCRQ"
@@ -37,7 +37,7 @@ _PAIR = np.dtype("<i4")
 _INT32 = (-(2**31), 2**31 - 1)
 _UINT32_MAX = 2**32 - 1
 
-_CODES = {k: v for k, v in vars(BuiltinOperator).items() if not k.startswith("_")}
+_CODES = dict(ENUMS["BuiltinOperator"])
 _NAMES = {v: k for k, v in _CODES.items()}
 
 

@@ -4,8 +4,11 @@ Tables are packed into ``schema.builder.Builder`` (``flatbuffers.Builder``'s lay
 per-call checks), which computes every offset and vtable. The model, its subgraph, tensors,
 operators and buffers are packed field by field as the generated object API of ``ai-edge-litert``
 (``ModelT``, ``TensorT``, ... ``.Pack``) packs them, without building those objects first
-(tests/schema/test_builder.py checks the bytes against ``ModelT.Pack``); options tables and
-signatures still go through the object API::
+(tests/schema/test_builder.py checks the bytes against ``ModelT.Pack``). Options tables are packed
+from ``layout`` (each table's slots, types and defaults, generated from the same schema module),
+so that converting never imports ``schema_py_generated`` (8 ms of start-up); the rare tables with
+a vector, string or sub-table field set, blockwise details and signatures go through the object API,
+imported where used::
 
     Graph ──collect──▶ tensors (referenced only) + buffers (constants, metadata)
           ──map──────▶ OperatorCode per builtin (max version), Operator per node,
@@ -32,7 +35,6 @@ from functools import lru_cache
 from typing import Any, Sequence
 
 import numpy as np
-from ai_edge_litert import schema_py_generated as schema
 
 from qconvert.errors import ConversionError
 from qconvert.ir import Graph, Node, QuantParams, Tensor
@@ -43,7 +45,6 @@ from qconvert.schema.codes import (  # noqa: F401  (the names tests and tools kn
     FILE_IDENTIFIER,
     TENSOR_TYPE_NAMES,
     TENSOR_TYPES,
-    _members,
     camel_to_snake,
     enum_name,
     snake_to_camel,
@@ -51,6 +52,7 @@ from qconvert.schema.codes import (  # noqa: F401  (the names tests and tools kn
 from qconvert.schema import flexbuffer
 from qconvert.schema.builder import Builder
 from qconvert.schema.int4 import pack_int4
+from qconvert.schema.layout import ENUMS, OPTIONS
 
 SCHEMA_VERSION = 3  # TFLITE_SCHEMA_VERSION
 SUBGRAPH_NAME = "main"
@@ -288,16 +290,17 @@ RUNTIME_VERSIONS: dict[str, tuple[str | None, ...]] = {
 
 
 @lru_cache(maxsize=None)
-def options_table(op: str) -> tuple[str, int, type] | None:
-    """The options union member of a builtin: (union name, type code, ``...OptionsT`` class).
+def options_table(op: str) -> tuple[str, int, str] | None:
+    """The options union member of a builtin: (union name, type code, table name, a key of
+    ``layout.OPTIONS``).
 
     The union is ``BuiltinOptions`` or ``BuiltinOptions2``. None when the op has no table.
     """
     wanted = (_OPTIONS_OVERRIDES.get(op) or op.replace("_", "") + "Options").lower()
-    for union in (schema.BuiltinOptions, schema.BuiltinOptions2):
-        for member, code in _members(union).items():
+    for union in ("BuiltinOptions", "BuiltinOptions2"):
+        for member, code in ENUMS[union].items():
             if member.lower() == wanted and code != 0:
-                return union.__name__, code, getattr(schema, member + "T")
+                return union, code, member
     return None
 
 
@@ -378,6 +381,8 @@ _NO_QUANT: _Quant = (None, None, 0, None)
 def _blockwise(tensor: Tensor, index: dict[str, int]) -> _Quant:
     """BlockwiseQuantization details (schema.fbs): the scale tensor's index, no zero points (-1),
     the block size; no per-tensor scale or zero point (ai-edge-quantizer's layout)."""
+    from ai_edge_litert import schema_py_generated as schema  # rare: not loaded at start-up
+
     scales, block = tensor.blockwise  # type: ignore[misc]
     details = schema.BlockwiseQuantizationT()
     details.scales, details.zeroPoints, details.blockSize = index[scales], -1, int(block)
@@ -407,13 +412,10 @@ def _quantization(tensor: Tensor, shape: tuple[int, ...] | None) -> _Quant:
     return scale, np.array(q.zero_point, dtype="<i8").tobytes(), q.axis or 0, None
 
 
-_enum_members = lru_cache(maxsize=None)(_members)  # an enum's names → codes, once per enum
-
-
 @lru_cache(maxsize=None)
-def _defaults(cls: type) -> dict[str, Any]:
+def _defaults(table: str) -> dict[str, Any]:
     """An options table's fields and their defaults (generated camelCase names), once per table."""
-    return vars(cls())
+    return {field: default for field, _, _, default in OPTIONS[table][1]}
 
 
 def _coerce(node: Node, attr: str, field: str, value: Any, default: Any) -> Any:
@@ -423,7 +425,7 @@ def _coerce(node: Node, attr: str, field: str, value: Any, default: Any) -> Any:
     if value is None:
         raise ValueError(f"{where}: no value (None)")
     if isinstance(value, str):
-        members = _enum_members(enum) if enum is not None and not isinstance(default, list) else {}
+        members = enum if enum is not None and not isinstance(default, list) else {}
         if value not in members:
             known = f" (one of {', '.join(members)})" if members else ""
             raise ValueError(f"{where}: unexpected string {value!r}{known}")
@@ -466,19 +468,29 @@ def _operator_options(node: Node) -> tuple[str, int, Any] | None:
             f"{node.op} '{node.name}': attribute(s) {', '.join(sorted(attrs))} given, "
             f"but TFLite {node.op} has no options table"
         )
-    union, code, cls = table
-    options = cls()
-    defaults = _defaults(cls)
+    union, code, name = table
+    defaults = _defaults(name)
+    values = {}
     for attr, value in attrs.items():
         field = snake_to_camel(attr)
         if field not in defaults:
             known = ", ".join(camel_to_snake(f) for f in defaults) or "none"
             raise ValueError(
                 f"{node.op} '{node.name}': unknown attribute '{attr}' for "
-                f"{cls.__name__[:-1]} (known: {known})"
+                f"{name} (known: {known})"
             )
-        setattr(options, field, _coerce(node, attr, field, value, defaults[field]))
-    return union, code, options
+        values[field] = _coerce(node, attr, field, value, defaults[field])
+    numfields, fields = OPTIONS[name]
+    if any(not fmt for field, _, fmt, _ in fields if field in values):  # a vector, string or table
+        from ai_edge_litert import schema_py_generated as schema  # rare: not loaded at start-up
+
+        options = getattr(schema, name + "T")()
+        for field, value in values.items():
+            setattr(options, field, value)
+        return union, code, options
+    # The table as its generated Pack writes it: the scalar fields in order, those equal to their default left out.
+    return union, code, (numfields, [(slot, fmt, values[field]) for field, slot, fmt, default in fields
+                                     if field in values and values[field] != default])
 
 
 def _tensor_order(graph: Graph) -> list[str]:
@@ -610,6 +622,7 @@ def _signature_defs(graph: Graph, inputs: list[int], outputs: list[int]) -> list
     mapped to the tensor now in its input/output position, subgraph 0."""
     if graph.signature is None:
         return []
+    from ai_edge_litert import schema_py_generated as schema  # rare (a .tflite's signature): not loaded at start-up
 
     def tensor_maps(ports: tuple[tuple[str, int], ...], indices: list[int]) -> list[Any]:
         maps = []
@@ -669,6 +682,11 @@ def _pack_tensor(b: Builder, tensor: _TensorRecord) -> int:
     return b.table(11, fields)
 
 
+def _pack_options(b: Builder, table: Any) -> int:
+    """An options table: (number of slots, fields) from ``layout``, or an ``...OptionsT`` object."""
+    return b.table(*table) if isinstance(table, tuple) else table.Pack(b)
+
+
 def _pack_operator(b: Builder, op: _OperatorRecord) -> int:
     opcode_index, inputs, outputs, intermediates, custom, options = op
     union, code, table = options if options is not None else (None, 0, None)
@@ -676,13 +694,13 @@ def _pack_operator(b: Builder, op: _OperatorRecord) -> int:
     if opcode_index:
         fields.insert(0, (0, "<I", opcode_index))
     if union == "BuiltinOptions":
-        fields += [(3, "<B", code), (4, "", table.Pack(b))]
+        fields += [(3, "<B", code), (4, "", _pack_options(b, table))]
     if custom is not None:  # custom_options_format FLEXBUFFERS is the default: not written
         fields.append((5, "", b.vector(custom, 1, 1)))
     if intermediates is not None:
         fields.append((8, "", b.vector(intermediates, 4)))
     if union == "BuiltinOptions2":
-        fields += [(11, "<B", code), (12, "", table.Pack(b))]
+        fields += [(11, "<B", code), (12, "", _pack_options(b, table))]
     return b.table(14, fields)
 
 
