@@ -293,13 +293,18 @@ def fuse_add_into_fully_connected(graph: Graph, ctx: Context) -> bool:
         r = row(node.op)
         if r is None or r.rule is not Rule.WEIGHTED or r.weight_axis is not None:  # FULLY_CONNECTED
             continue
-        # first what follows it (a bias add, a BatchNormalization's scale and shift), as TensorFlow does:
-        # a Dense without a bias gets one from its BatchNormalization, and then takes an ADD before it
-        while _fuse_following_bias(graph, node, dead) or _fold_following_mul(graph, ctx, node, dead):
-            changed = True
-        if node.attrs.get("weights_format", "DEFAULT") != "DEFAULT":
-            continue
-        while _fold_add_before_fc(graph, node) or _fold_mul_before_fc(graph, node):
+        # TensorFlow's greedy driver visits ops last to first, and an op it rewrites before that op's readers:
+        # the reader after the FC folds first (a bias add, a BatchNormalization's scale), then the new FC takes
+        # what it can from before it, then its next reader folds, and so on. CNN_S (Arm): FC → ADD(b) → MUL(m) →
+        # ADD(s) after an ADD(c) gives ((b + W·c)·m) + s; LeViT: a Dense without bias → MUL → ADD(s) after an
+        # ADD(c) gives W·m and s + (W·m)·c (measured on TF 2.21)
+        while True:
+            after = _fuse_following_bias(graph, node, dead) or _fold_following_mul(graph, ctx, node, dead)
+            while node.attrs.get("weights_format", "DEFAULT") == "DEFAULT" and (
+                    _fold_add_before_fc(graph, node) or _fold_mul_before_fc(graph, node)):
+                changed = True
+            if not after:
+                break
             changed = True
     graph.remove_nodes(dead)
     graph.prune()

@@ -632,6 +632,11 @@ def _shared_batchnorm(rng: np.random.Generator, x: object, form: str) -> object:
         y = _bn(rng, tf.nn.conv2d(x, weights(3, 3, 4, 16), 2, "SAME"), 16)
         return y + _bn(rng, tf.tensordot(y, weights(16, 16), axes=1), 16)
     h = _pooled(rng, x, keepdims=True)
+    if form == "bias-add-between":  # Arm's CNN_S: Dense → +b → Dense → +b2 → BatchNorm (x·m + s) → ReLU
+        m, s = _fc_bn_params(rng, 16)
+        y = tf.tensordot(h, weights(16, 16), axes=1) + tf.constant(rng.normal(0, 0.5, 16).astype(np.float32))
+        y = tf.tensordot(y, weights(16, 16), axes=1) + tf.constant(rng.normal(0, 0.5, 16).astype(np.float32))
+        return tf.nn.relu(y * tf.constant(m) + tf.constant(s))
     if form == "no-bias-mul":  # a Dense without a bias, then a multiplier: it keeps no bias
         return tf.tensordot(h, weights(16, 16), axes=1) * tf.constant(rng.uniform(0.5, 1.5, 16).astype(np.float32))
     # the downsampling MLP: Dense (no bias) → BatchNorm → {Dense → BatchNorm, residual}; "splat": the first
@@ -645,7 +650,8 @@ def _shared_batchnorm(rng: np.random.Generator, x: object, form: str) -> object:
 SHARED_BN_CASES = {"conv-bn-read-by-dense-and-residual": ("conv", 0),
                    "dense-bn-read-by-dense-and-residual": ("dense", 1),
                    "dense-splat-bn-read-by-dense-and-residual": ("splat", 1),
-                   "dense-without-bias-then-mul": ("no-bias-mul", 0)}
+                   "dense-without-bias-then-mul": ("no-bias-mul", 0),
+                   "dense-bias-batchnorm-after-an-add": ("bias-add-between", 0)}
 
 
 @pytest.mark.parametrize("name", list(SHARED_BN_CASES))
@@ -671,3 +677,22 @@ def _operand_shapes(tflite: bytes) -> collections.Counter:
     model = read_model(tflite)
     return collections.Counter((o.builtin, tuple(tuple(model.tensors[i].shape) if i >= 0 else None for i in o.inputs))
                                for o in model.operators)
+
+
+def test_dense_bias_batchnorm_after_an_add_folds_in_tensorflows_order_16x8(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The order of the folds shows in the bias's last bits: TensorFlow's ((b + W·c)·m) + s, not (b·m + s) +
+    (W·m)·c (Arm's CNN_S). 16x8's int64 bias is fine enough to tell them apart (int8's int32 one is not): given
+    TensorFlow's ranges, every int64 bias and int8 weight equals its file's."""
+    from collections import Counter
+
+    model = _float_graph(lambda x: _shared_batchnorm(np.random.default_rng(0), x, "bias-add-between"), SHAPE)
+    samples = _samples(model)
+    theirs = oracle.tf_ptq_convert(model, samples, int16=True)
+    stats, calibrated = oracle.tf_calibration_statistics(model, samples)
+    oracle.use_tensorflows_rsqrt(monkeypatch)
+    assert not oracle.use_tensorflows_statistics(monkeypatch, stats, calibrated, samples)
+    ours = convert_graph(model.graph_def, inputs=["x"], outputs=["out"], calibration_data=samples,
+                         activations="int16").model
+    consts = [Counter((t.dtype, t.shape, t.data) for t in read_model(f).tensors
+                      if t.data is not None and t.dtype in ("int8", "int64")) for f in (ours, theirs)]
+    assert consts[0] == consts[1]
