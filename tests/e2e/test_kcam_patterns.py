@@ -286,13 +286,20 @@ FC_CASES = {
 @pytest.mark.parametrize("name", list(FC_CASES))
 def test_mul_before_fully_connected_as_tensorflow_folds_it(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     form, muls = FC_CASES[name]
-    model = _float_graph(lambda x: _bn_before_classifier(np.random.default_rng(0), x, form), SHAPE)
+    _assert_both_files(lambda x: _bn_before_classifier(np.random.default_rng(0), x, form), muls, monkeypatch)
+
+
+def _assert_both_files(build: Callable[[object], object], muls: int, monkeypatch: pytest.MonkeyPatch
+                       ) -> tuple[bytes, bytes]:
+    """TensorFlow's file of ``out = build(x)`` has ``muls`` MULs (its behaviour, re-measured) and qconvert's,
+    given its ranges, is that file (_assert_tensorflows_file); both files."""
+    model = _float_graph(build, SHAPE)
     samples = _samples(model)
     theirs = oracle.tf_ptq_convert(model, samples)
-    assert sum(n for (b, _), n in _ops(theirs).items() if b == "MUL") == muls  # TensorFlow's behaviour, re-measured
+    assert sum(n for (b, _), n in _ops(theirs).items() if b == "MUL") == muls
     ours = _ours_given_tensorflows_ranges(model, samples, monkeypatch)
-    assert _ops(ours) == _ops(theirs)
     _assert_tensorflows_file(ours, theirs, samples)
+    return ours, theirs
 
 
 def _window_attention(rng: np.random.Generator, x: object, form: str) -> object:
@@ -664,12 +671,7 @@ def test_batchnorm_read_by_a_dense_and_a_residual_as_tensorflow_folds_it(name: s
     BatchNorm whole, so the Dense read its output (LeViT128S: 20 ADD and 12 MUL where TensorFlow writes 22
     and 13), wrote the splat as 16 values, and gave a Dense without a bias a zero one under a MUL."""
     form, muls = SHARED_BN_CASES[name]
-    model = _float_graph(lambda x: _shared_batchnorm(np.random.default_rng(0), x, form), SHAPE)
-    samples = _samples(model)
-    theirs = oracle.tf_ptq_convert(model, samples)
-    assert sum(n for (b, _), n in _ops(theirs).items() if b == "MUL") == muls  # TensorFlow's behaviour, re-measured
-    ours = _ours_given_tensorflows_ranges(model, samples, monkeypatch)
-    _assert_tensorflows_file(ours, theirs, samples)
+    ours, theirs = _assert_both_files(lambda x: _shared_batchnorm(np.random.default_rng(0), x, form), muls, monkeypatch)
     assert _operand_shapes(ours) == _operand_shapes(theirs)  # a scalar where TensorFlow has one; no zero bias
 
 
