@@ -235,10 +235,7 @@ def tune(model: str, output: str | None, eval_data: str, min_snr: float | None, 
     """
 
     def work() -> None:
-        from pathlib import Path
-
         from qconvert import api
-        from qconvert.errors import ConversionError
         from qconvert.io import write_atomic
         from qconvert.options import ConvertOptions
         from qconvert.tools import tune as tuner
@@ -246,11 +243,7 @@ def tune(model: str, output: str | None, eval_data: str, min_snr: float | None, 
         options = ConvertOptions.from_cli(words, "tune")
         tuner.check_usage(options, min_snr, max_drop, labels)
         target = output or str(api.default_output(model))
-        tuner.check_targets(target, recipe_out)  # before the search: no half-written result after it
-        for report_path in (html_path, explorer_path):  # before the search: no late surprise
-            if report_path is not None and not Path(report_path).resolve().parent.is_dir():
-                raise ConversionError(f"cannot write '{report_path}': directory '{Path(report_path).parent}' "
-                                      f"does not exist")
+        tuner.check_targets(target, recipe_out, html_path, explorer_path)  # before the search: no late surprise
         result = tuner.tune(model, options, eval_data, min_snr, max_drop, labels,
                             echo=lambda s: click.echo(f"qconvert: tune: {s}", err=True))
         click.echo(tuner.render_table(result), nl=False)
@@ -629,8 +622,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
-        except (OSError, ValueError):  # a closed pipe (| head): nothing more to say
+        except (BrokenPipeError, ValueError):  # a closed pipe (| head): nothing more to say
             pass
+        except OSError as exc:  # a full disk, an I/O error: the output is incomplete, so the command failed
+            try:
+                os.write(2, f"qconvert: error: cannot write the output: {exc.strerror or exc}\n".encode())
+            except OSError:
+                pass
+            code = code or 1
     os._exit(code)
 
 

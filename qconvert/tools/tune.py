@@ -487,11 +487,13 @@ def _pick(tried: Mapping[str, Measure], budget: Budget) -> str | None:
 # ---------------------------------------------------------------------------------- output
 
 
-def check_targets(output: str | os.PathLike | None, recipe_out: str | os.PathLike | None) -> None:
-    """What ``write`` needs, checked before the search: the directories exist, the recipe is .toml/.json."""
+def check_targets(output: str | os.PathLike | None, recipe_out: str | os.PathLike | None,
+                  *reports: str | os.PathLike | None) -> None:
+    """What ``write`` (and the reports) need, checked before the search: the directories exist, the recipe
+    is .toml/.json."""
     if recipe_out is not None:
         recipe_kind(os.fspath(recipe_out), f"--recipe-out '{os.fspath(recipe_out)}'")
-    for target in (output, recipe_out):
+    for target in (output, recipe_out, *reports):
         if target is not None and not Path(target).resolve().parent.is_dir():
             raise ConversionError(f"cannot write '{target}': directory '{Path(target).parent}' does not exist")
 
