@@ -442,7 +442,7 @@ def check(model: str, targets: tuple[str, ...], as_json: bool, n_inputs: int, se
 @click.argument("model", type=click.Path(path_type=str))
 @click.argument("tflite", type=click.Path(path_type=str))
 @click.option("--data", "data", required=True, type=click.Path(path_type=str), metavar="PATH",
-              help="Float samples: .npz (one array per input), .npy, a directory, a glob or images (as --calibration-data).")
+              help="Float samples: .npz (one array per input), .npy, a directory or a glob of them (as --calibration-data).")
 @click.option("--samples", "samples", type=click.IntRange(min=1), metavar="N", help="Use N samples (default: all).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed for picking --samples.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON document instead of the table.")

@@ -281,6 +281,7 @@ class Samples:
 
     def __init__(self, parts: Sequence[Mapping[str, _Rows]], pick: np.ndarray | None = None) -> None:
         self.parts = list(parts)
+        self.images = any(isinstance(rows, _ImageRows) for p in self.parts for rows in p.values())  # decoded pictures
         self.starts = np.cumsum([0] + [next(iter(p.values())).count for p in self.parts])
         self.pick = pick
         self.count = int(self.starts[-1]) if pick is None else len(pick)

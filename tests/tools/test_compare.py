@@ -252,3 +252,16 @@ def test_data_given_as_a_glob_is_the_same_samples(good: tuple[Path, Path, Path],
     assert [(t["tensor"], t["snr_db"]) for t in split["tensors"]] == [(t["tensor"], t["snr_db"]) for t in whole["tensors"]]
     with pytest.raises(ConversionError, match="matches no file"):
         compare(pb, tfl, str(tmp_path / "none*.npz"))
+
+
+def test_data_of_images_is_refused_in_one_line(good: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    """compare has no --mean/--std/--image-size: a folder of pictures (which --calibration-data takes) would be
+    compared as raw pixels, with wrong SNRs and no error; it is refused, naming the fix."""
+    image = pytest.importorskip("PIL.Image", reason="pillow writes the pictures")
+    pb, tfl, data = good
+    shape = np.load(data)["input"].shape[1:]
+    for k in range(2):
+        pixels = np.random.default_rng(k).integers(0, 256, shape[:2], dtype=np.uint8)
+        image.fromarray(pixels).save(tmp_path / f"{k}.png")
+    with pytest.raises(ConversionError, match="holds images.*--mean/--std"):
+        compare(pb, tfl, str(tmp_path))
