@@ -887,7 +887,8 @@ def test_inv_sqrt_multiplier_array_is_the_scalar_steps() -> None:
 
 @pytest.mark.parametrize("in_zp", [-128, -3, 0, 57, 127, 300, -400])
 def test_rsqrt_table_is_the_kernel_per_entry(in_zp: int) -> None:
-    """RSQRT's table against its Eval written per entry with the scalar functions (zero points
+    """RSQRT's array table against its Eval written per entry with our scalar functions: a consistency check of
+    the vectorised form (the oracle is LiteRT: tests/runtime/test_interpreter.py::test_int8_rsqrt_table_is_litert_on_every_input_byte; zero points
     outside int8 included: the cached first step covers [0, 255] only)."""
     from qconvert.quant.multipliers import inv_sqrt_quantized_multiplier, rsqrt_table
 

@@ -668,3 +668,23 @@ def test_16x8_refusals_and_command_line(tmp_path: Path) -> None:
     out = np.load(tmp_path / "o.npz")
     for name in model.output_names:
         np.testing.assert_array_equal(out[name], ref[name])
+
+
+def test_int8_rsqrt_table_is_litert_on_every_input_byte() -> None:
+    """``rsqrt_table`` (the array form ``run`` and ``dump`` use) against LiteRT REF's int8 RSQRT kernel: a
+    one-op file whose input is the RSQRT's (zero point -128, so no byte is below it), fed all 256 bytes."""
+    from qconvert.api import convert_graph
+    from qconvert.quant.multipliers import rsqrt_table
+    from qconvert.schema.reader import read_model
+
+    tf = pytest.importorskip("tensorflow", reason="the graphs are built with TensorFlow")
+    samples = {"input": np.random.default_rng(0).uniform(0.05, 3.0, (8, 256)).astype(np.float32)}
+    tflite = convert_graph(_one_op_graph(lambda x: tf.math.rsqrt(x), (1, 256)), inputs=["input"], outputs=["output"],
+                           calibration_data=samples).model
+    io = oracle.io_details(tflite)
+    (s_in, z_in), (s_out, z_out) = io["inputs"][0]["quant"], io["outputs"][0]["quant"]
+    assert z_in == -128 and [o.builtin for o in read_model(tflite).operators] == ["RSQRT"]
+    x = np.arange(-128, 128, dtype=np.int8).reshape(1, 256)
+    want = oracle.run_litert(tflite, {"input": x})[0].reshape(-1)
+    table = rsqrt_table(s_in, z_in, s_out, z_out)
+    np.testing.assert_array_equal([table[int(b) & 0xFF] for b in x.reshape(-1)], want)
