@@ -8,6 +8,7 @@ imported inside the commands so that ``--help`` stays fast.
 
 from __future__ import annotations
 
+import errno
 import gc
 import os
 import sys
@@ -544,12 +545,27 @@ def _guard(work, debug: bool) -> None:
     except (KeyboardInterrupt, click.exceptions.Exit, SystemExit):
         raise
     except Exception as exc:  # noqa: BLE001 - the last line of defence: one line, exit 1
+        if isinstance(exc, OSError) and exc.errno in _WRITE_FAILURES:  # a full disk is no internal error
+            _cannot_write(exc)
+            sys.exit(1)
         if debug:
             import traceback
 
             traceback.print_exc()
         click.echo(f"qconvert: internal error: {type(exc).__name__}: {exc} (rerun with --debug for a traceback)", err=True)
         sys.exit(1)
+
+
+# A write to stdout (or a report) that failed for want of room or a device error: the command's
+# output is incomplete, so it fails, in one line on stderr (`qconvert dump m.tflite > /dev/full`).
+_WRITE_FAILURES = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG, errno.EROFS})
+
+
+def _cannot_write(exc: OSError) -> None:
+    try:
+        os.write(2, f"qconvert: error: cannot write the output: {exc.strerror or exc}\n".encode())
+    except OSError:
+        pass
 
 
 def reference() -> str:
@@ -625,10 +641,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (BrokenPipeError, ValueError):  # a closed pipe (| head): nothing more to say
             pass
         except OSError as exc:  # a full disk, an I/O error: the output is incomplete, so the command failed
-            try:
-                os.write(2, f"qconvert: error: cannot write the output: {exc.strerror or exc}\n".encode())
-            except OSError:
-                pass
+            _cannot_write(exc)
             code = code or 1
     os._exit(code)
 
@@ -653,6 +666,11 @@ def _main(argv: Sequence[str] | None) -> int:
         return exc.exit_code
     except SystemExit as exc:
         return int(exc.code or 0)
+    except OSError as exc:  # click's own --help/--version text, written before any command runs
+        if exc.errno not in _WRITE_FAILURES:
+            raise
+        _cannot_write(exc)
+        return 1
     return 0
 
 

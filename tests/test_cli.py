@@ -230,3 +230,18 @@ def test_a_reader_that_goes_away_is_not_an_error_line(tmp_path: Path) -> None:
     err = proc.stderr.read().decode()
     proc.wait(timeout=60)
     assert "internal error" not in err and "Traceback" not in err, err
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (Linux) to make every write fail")
+@pytest.mark.parametrize("args", [["--version"], ["--help"], ["dump", "MODEL"]], ids=["version", "help", "dump"])
+def test_a_full_disk_on_stdout_is_one_error_line(args: list[str], tmp_path: Path) -> None:
+    """stdout on a full device: click's own --help/--version text and a command's output alike fail
+    with exit 1 and one line naming the cause, no traceback, no 'internal error'."""
+    model = tmp_path / "m.tflite"
+    if "MODEL" in args:
+        assert main([str(EXAMPLE), "--inputs-range", "input=-1,1", "-o", str(model)]) == 0
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, "-m", "qconvert", *[str(model) if a == "MODEL" else a for a in args]],
+                              cwd=ROOT, stdout=full, stderr=subprocess.PIPE, text=True, timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.strip().splitlines() == ["qconvert: error: cannot write the output: No space left on device"]
