@@ -67,7 +67,7 @@ def _chain_graph_def(n_layers: int, seed: int = 0) -> bytes:
 
 
 def _cache_dir() -> Path:
-    root = os.environ.get("QCONVERT_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "qconvert-tests")
+    root = os.environ.get("QCONVERT_TEST_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "qconvert-tests")
     return Path(root) / "bench"
 
 

@@ -15,7 +15,7 @@ their runs alternate, one column each, so that a change in the machine's load hi
 Without MODEL, the file is keras.applications MobileNetV2 (alpha 1.0, 224x224, 1000 classes,
 ``weights=None`` from a fixed seed), quantized to int8 by TensorFlow's converter (post-training,
 4 random calibration samples, int8 input and output): built once with TensorFlow and tf-keras
-and cached as ``<cache>/bench/mobilenet_v2_1.0_224_int8.tflite`` (cache: ``$QCONVERT_CACHE`` or
+and cached as ``<cache>/bench/mobilenet_v2_1.0_224_int8.tflite`` (cache: ``$QCONVERT_TEST_CACHE`` or
 ``~/.cache/qconvert-tests``). The machines are shared and noisy: quote medians.
 """
 
@@ -33,7 +33,7 @@ from pathlib import Path
 
 
 def _cache_dir() -> Path:
-    root = os.environ.get("QCONVERT_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "qconvert-tests")
+    root = os.environ.get("QCONVERT_TEST_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "qconvert-tests")
     path = Path(root) / "bench"
     path.mkdir(parents=True, exist_ok=True)
     return path

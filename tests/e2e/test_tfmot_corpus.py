@@ -6,7 +6,7 @@ TensorFlow's own converter turns it into a fully-int8 .tflite, and that a
 rebuild from scratch gives the same bytes. qconvert itself is not tested here.
 
 The first run trains every model (a few minutes on 2 cores, see
-``tfmot_corpus.py``); later runs load them from ``$QCONVERT_CACHE`` or
+``tfmot_corpus.py``); later runs load them from ``$QCONVERT_TEST_CACHE`` or
 ``~/.cache/qconvert-tests``. Run with ``-s`` to see the op types per model.
 """
 
