@@ -54,22 +54,17 @@ def files() -> dict[str, bytes]:
 
 
 def _snr(files: dict[str, bytes], how: str) -> float:
+    """TensorFlow's int8 file against its float file on the held-out samples: run by LiteRT (``how``: its
+    resolver) or by ``qconvert run``'s executor (``how="run"``)."""
     from qconvert.runtime.interpreter import IntegerModel
 
-    tflite = files["tf"]
-    d = oracle.io_details(tflite)
-    (iscale, izp), (oscale, ozp) = d["inputs"][0]["quant"], d["outputs"][0]["quant"]
-    executor = IntegerModel(tflite) if how == "run" else None
-    sig = err = 0.0
-    for x in HELD_OUT:
-        f = oracle.run_litert(files["float"], {"input": x[None]})[0].astype(np.float64)
-        xi = np.clip(np.round(x[None] / iscale + izp), -128, 127).astype(np.int8)
-        q = (next(iter(executor.run({"input": xi}).values())) if executor is not None
-             else oracle.run_litert(tflite, {"input": xi}, resolver=how)[0])
-        q = (q.astype(np.float64) - ozp) * oscale
-        sig += float(np.sum(f ** 2))
-        err += float(np.sum((f - q) ** 2))
-    return 10 * np.log10(sig / err)
+    feeds = [{"input": x[None]} for x in HELD_OUT]
+    run = None
+    if how == "run":
+        executor = IntegerModel(files["tf"])
+        run = lambda quantized: list(executor.run(quantized).values())  # noqa: E731
+    references = oracle.float_references(files["float"], feeds)
+    return oracle.snr_db(files["tf"], feeds, references, resolver="builtin" if how == "run" else how, run=run)
 
 
 def test_litert_ref_int8_sum_is_wrong_and_run_follows_the_optimized_kernel(files: dict[str, bytes]) -> None:

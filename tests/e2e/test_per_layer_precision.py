@@ -98,18 +98,8 @@ def _ours(pb: bytes, **keys) -> tuple[bytes, list[str]]:  # type: ignore[no-unty
 
 def _snr(pb: bytes, tflite: bytes) -> float:
     """Output SNR (dB) against the float model on the held-out samples (LiteRT REF)."""
-    ref = oracle.tf_float_convert(_float_graph(pb))
-    sig = err = 0.0
-    d = oracle.io_details(tflite)
-    (iscale, izp), (oscale, ozp) = d["inputs"][0]["quant"], d["outputs"][0]["quant"]
-    for x in HELD_OUT:
-        f = oracle.run_litert(ref, {"input": x[None]})[0].astype(np.float64)
-        xi = x[None] if not iscale else np.clip(np.round(x[None] / iscale + izp), -128, 127).astype(np.int8)
-        q = oracle.run_litert(tflite, {"input": xi})[0].astype(np.float64)
-        q = (q - ozp) * oscale if oscale else q
-        sig += float(np.sum(f ** 2))
-        err += float(np.sum((f - q) ** 2))
-    return 10 * np.log10(sig / err)
+    feeds = [{"input": x[None]} for x in HELD_OUT]
+    return oracle.snr_db(tflite, feeds, oracle.float_references(oracle.tf_float_convert(_float_graph(pb)), feeds))
 
 
 def _precision_of_ops(tflite: bytes) -> dict[str, tuple[str, str]]:

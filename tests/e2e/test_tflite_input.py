@@ -418,29 +418,12 @@ def test_real_float_files_convert_fully_int8(path: str) -> None:
 
 
 def _snr_against_float(model: bytes, float_file: bytes, samples: dict[str, np.ndarray]) -> float:
-    """SNR (dB) of an integer file's dequantized outputs against the float file's, both run in LiteRT (the
-    float file with its builtin kernels, the integer one with the reference kernels), inputs fed by position
-    and quantized as the integer file's say (float inputs as they are)."""
+    """SNR (dB) of an integer file's outputs against the float file's, both run in LiteRT (the float file with
+    its builtin kernels, the integer one with the reference kernels)."""
     import oracle
 
-    ints, floats = oracle._interpreter(model), oracle._interpreter(float_file, "builtin")
-    signal = noise = 0.0
-    for k in range(len(next(iter(samples.values())))):
-        feeds = {n: v[k:k + 1] for n, v in samples.items()}
-        want = oracle._run(floats, feeds)
-        quantized = {}
-        for d, x in zip(ints.get_input_details(), feeds.values()):
-            if d["dtype"] == np.float32:
-                quantized[d["name"]] = x
-                continue
-            (s, z), info = d["quantization"], np.iinfo(d["dtype"])
-            quantized[d["name"]] = np.clip(np.round(x / s + z), info.min, info.max).astype(d["dtype"])
-        for d, got, f in zip(ints.get_output_details(), oracle._run(ints, quantized), want):
-            s, z = d["quantization"]
-            value = got.astype(np.float64) if d["dtype"] == np.float32 else (got.astype(np.float64) - z) * s
-            signal += float(np.sum(f.astype(np.float64) ** 2))
-            noise += float(np.sum((value - f) ** 2))
-    return 10 * np.log10(signal / noise)
+    feeds = [{n: v[k:k + 1] for n, v in samples.items()} for k in range(len(next(iter(samples.values()))))]
+    return oracle.snr_db(model, feeds, oracle.float_references(float_file, feeds, "builtin"))
 
 
 @pytest.mark.skipif(not (REAL / "tflite_micro" / "dp_net.tflite").is_file(),

@@ -72,16 +72,7 @@ def _make_case(name: str, tmp_path_factory: pytest.TempPathFactory) -> dict:  # 
 
 def _snr(case: dict, tflite: bytes) -> float:  # type: ignore[type-arg]
     """Output SNR (dB) of ``tflite`` (LiteRT REF) against TensorFlow's float model on the evaluation samples."""
-    d = oracle.io_details(tflite)
-    (iscale, izp), (oscale, ozp) = d["inputs"][0]["quant"], d["outputs"][0]["quant"]
-    sig = err = 0.0
-    for x, f in zip(case["eval"], case["floats"]):
-        xi = x[None] if not iscale else np.clip(np.round(x[None] / iscale + izp), -128, 127).astype(np.int8)
-        q = oracle.run_litert(tflite, {"input": xi})[0].astype(np.float64)
-        q = (q - ozp) * oscale if oscale else q
-        sig += float(np.sum(f ** 2))
-        err += float(np.sum((f - q.reshape(f.shape)) ** 2))
-    return 10 * np.log10(sig / err)
+    return oracle.snr_db(tflite, [{"input": x[None]} for x in case["eval"]], [[f] for f in case["floats"]])
 
 
 def _promoted(tflite: bytes) -> tuple[int, int, dict[str, str]]:
