@@ -57,7 +57,7 @@ def float_model(graph: Graph, observed: Sequence[str]) -> bytes:
     for node, attrs in tagged:
         node.attrs = {k: v for k, v in attrs.items() if k != "origin"}
     try:
-        return write_model(graph, description="qconvert calibration (float)")
+        return write_model(graph, description="qconvert calibration (float)", lean=True)  # read by position
     except ValueError as exc:
         raise ConversionError(f"--calibration-engine litert cannot write the float graph: {exc}; {_FIX}") from None
     finally:
