@@ -2,7 +2,8 @@
 
 The calibrate stage hands over the graph it would run (after the fusions: the float model
 TensorFlow's calibrator runs) and the tensors it observes. That graph is written as a float
-``.tflite`` whose outputs are the graph's outputs and the observed tensors, and each runner
+``.tflite`` whose outputs are the graph's outputs and the observed tensors (``write_model``'s lean file:
+no tensor names, read by position), and each runner
 (as many as batches run at once: one per worker thread) loads it into its own LiteRT
 interpreter (one kernel thread each, the XNNPACK delegate as LiteRT applies it by default) and
 runs the samples one at a time; the observed outputs are

@@ -14,7 +14,8 @@ answers those calls with the same algorithm as ``flatbuffers.Builder`` (flatbuff
 - a vector is its elements, aligned, after their 32-bit count; a string ends in a zero byte.
 
 Beyond those calls, ``table``, ``vector`` and ``offsets`` write a whole table or vector in one call,
-as the generated calls would, for the writer's many tensors and operators.
+as the generated calls would, for the writer's many tensors and operators; ``pack`` writes a table
+whose fields are known beforehand (a :class:`Layout`) in one ``struct`` call.
 
 What it leaves out is ``flatbuffers.Builder``'s per-call cost: checks that each number fits its
 type (``struct`` refuses one that does not), and zero padding written byte by byte (the bytes below
