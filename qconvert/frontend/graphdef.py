@@ -434,17 +434,17 @@ _NUMPY_DTYPES: dict[int, tuple[np.dtype, np.dtype]] = {
 }
 
 
-def _tensor_shape(shape: Any) -> tuple[int, ...]:
-    """A tensor's concrete shape; raises ValueError for shapes no real constant can have."""
+def _tensor_shape(shape: Any) -> tuple[tuple[int, ...], int]:
+    """A tensor's concrete shape and element count; raises ValueError for shapes no real constant can have."""
     if shape.unknown_rank:
         raise ValueError("tensor has unknown rank")
     dims = tuple([d.size for d in shape.dim])
-    for d in dims:
-        if d < 0:
-            raise ValueError(f"tensor has a negative dimension in shape {list(dims)}")
-    if math.prod(dims) > MAX_ELEMENTS:
+    if dims and min(dims) < 0:
+        raise ValueError(f"tensor has a negative dimension in shape {list(dims)}")
+    count = math.prod(dims)
+    if count > MAX_ELEMENTS:
         raise ValueError(f"tensor shape {list(dims)} is absurdly large (more than 2**31 elements)")
-    return dims
+    return dims, count
 
 
 def _tensor_to_numpy(t: Any, content: np.ndarray | None = None) -> np.ndarray:
@@ -461,14 +461,14 @@ def _tensor_to_numpy(t: Any, content: np.ndarray | None = None) -> np.ndarray:
 
 
 def _tensor_values(t: Any, lifted: np.ndarray | None) -> np.ndarray:
-    shape = _tensor_shape(t.tensor_shape)
-    count = math.prod(shape)
-    kind = _TENSOR_KINDS.get(t.dtype)
+    shape, count = _tensor_shape(t.tensor_shape)
+    dtype = t.dtype  # each read of a message field is a call into protobuf: read once
+    kind = _TENSOR_KINDS.get(dtype)
     if kind is None:
-        raise ValueError(f"unsupported tensor dtype {dtype_name(t.dtype)}")
+        raise ValueError(f"unsupported tensor dtype {dtype_name(dtype)}")
     dt, field = kind
     is_bf16 = isinstance(dt, str)
-    dt, wire = (_bfloat16(), np.dtype("<u2")) if is_bf16 else _NUMPY_DTYPES[t.dtype]
+    dt, wire = (_bfloat16(), np.dtype("<u2")) if is_bf16 else _NUMPY_DTYPES[dtype]
 
     content = t.tensor_content if lifted is None else lifted
     if len(content):
@@ -477,7 +477,7 @@ def _tensor_values(t: Any, lifted: np.ndarray | None) -> np.ndarray:
         if len(content) != count * dt.itemsize:
             raise ValueError(
                 f"tensor_content has {len(content)} bytes but shape {list(shape)} of "
-                f"{dtype_name(t.dtype)} needs {count * dt.itemsize}"
+                f"{dtype_name(dtype)} needs {count * dt.itemsize}"
             )
         # Little-endian on the wire. ``content`` is already a bytes object of its own (the
         # proto's field is copied out on access), so on a little-endian machine the array
@@ -630,9 +630,10 @@ def _parse_message(data: bytes, source: str, sniff: bool = True) -> Any:
 
 def _decode_node(nd: Any, index: int, source: str, name: str | None = None,
                  inputs: list[str] | None = None, contents: dict[str, np.ndarray] | None = None) -> RawNode:
-    name = nd.name if name is None else name
+    own = nd.name
+    name = own if name is None else name
     op = nd.op
-    if not nd.name:
+    if not own:
         raise ConversionError(f"{source}: not a valid GraphDef (node #{index} has no name)")
     if not op:
         raise ConversionError(f"{source}: not a valid GraphDef (node '{name}' has no op)")
@@ -644,7 +645,12 @@ def _decode_node(nd: Any, index: int, source: str, name: str | None = None,
     for key in attr:
         value = attr[key]
         kind = value.WhichOneof("value")
-        if kind == "placeholder" and name != nd.name:  # in a function body
+        if kind == "type":  # dtypes: 45 % of the attrs, read here without a call (EfficientViT_M0: -1 ms)
+            dtype = value.type
+            attrs[key] = _DTYPE_NAMES.get(dtype) or dtype_name(dtype)
+            kinds[key] = kind
+            continue
+        if kind == "placeholder" and name != own:  # in a function body
             raise ConversionError(f"{source}: node '{name}' ({op}) attr '{key}' is a function attribute "
                                   f"placeholder (${value.placeholder}): freeze a concrete function")
         try:

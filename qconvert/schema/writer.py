@@ -30,6 +30,7 @@ constant data starts on a 16-byte boundary.
 
 from __future__ import annotations
 
+import math
 import struct as _struct
 from functools import lru_cache
 from typing import Any, Sequence
@@ -50,7 +51,7 @@ from qconvert.schema.codes import (  # noqa: F401  (the names tests and tools kn
     snake_to_camel,
 )
 from qconvert.schema import flexbuffer
-from qconvert.schema.builder import Builder
+from qconvert.schema.builder import Builder, Layout
 from qconvert.schema.int4 import pack_int4
 from qconvert.schema.layout import ENUMS, OPTIONS
 
@@ -349,10 +350,23 @@ def _tensor_type(tensor: Tensor) -> int:
         ) from None
 
 
+# A dtype name → its little-endian numpy dtype, as met (np.dtype(...).newbyteorder: 1 µs a constant)
+_WIRE_DTYPES: dict[str, np.dtype] = {}
+
+
+def _wire_dtype(name: Any) -> np.dtype:
+    dtype = _WIRE_DTYPES.get(name) if isinstance(name, str) else None
+    if dtype is None:
+        dtype = np.dtype(name).newbyteorder("<")
+        if isinstance(name, str):
+            _WIRE_DTYPES[name] = dtype
+    return dtype
+
+
 def _constant_bytes(tensor: Tensor, shape: tuple[int, ...]) -> np.ndarray:
     """The little-endian bytes of a constant as a flat uint8 array (no per-element Python)."""
     data = np.asarray(tensor.data)
-    if data.size != int(np.prod(shape, dtype=np.int64)):
+    if data.size != math.prod(shape):  # Python's product: numpy's cost 2 µs a constant
         raise ValueError(
             f"tensor '{tensor.name}': data has {data.size} elements but shape {list(shape)}"
         )
@@ -361,7 +375,7 @@ def _constant_bytes(tensor: Tensor, shape: tuple[int, ...]) -> np.ndarray:
             return pack_int4(data)
         except ValueError as exc:
             raise ValueError(f"tensor '{tensor.name}': {exc}") from None
-    dtype = np.dtype(tensor.dtype).newbyteorder("<")
+    dtype = _wire_dtype(tensor.dtype)
     if data.dtype != dtype:
         cast = data.astype(dtype)
         if data.dtype.kind in "iub" and dtype.kind in "iub" and not np.array_equal(cast, data):
@@ -408,14 +422,40 @@ def _quantization(tensor: Tensor, shape: tuple[int, ...] | None) -> _Quant:
                 f"tensor '{tensor.name}': per-channel axis {q.axis} with {len(q.scale)} scales "
                 f"does not fit shape {list(shape)}"
             )
-    scale = np.array(q.scale, dtype=np.float64).astype("<f4").tobytes()
-    return scale, np.array(q.zero_point, dtype="<i8").tobytes(), q.axis or 0, None
+    return _float32s(q.scale), _int64s(q.zero_point), q.axis or 0, None
+
+
+def _float32s(values: Sequence[float]) -> bytes:
+    """``np.array(values, np.float64).astype("<f4").tobytes()`` (each value rounded to the nearest
+    float32, as C's cast), by struct: 1.5 µs less a quantized tensor."""
+    try:
+        return _struct.pack(f"<{len(values)}f", *values)
+    except (_struct.error, TypeError, OverflowError):  # beyond float32 (numpy gives inf), or not a number
+        return np.array(values, dtype=np.float64).astype("<f4").tobytes()
+
+
+def _int64s(values: Sequence[int]) -> bytes:
+    """``np.array(values, "<i8").tobytes()``, by struct (as :func:`_int32s`)."""
+    try:
+        return _struct.pack(f"<{len(values)}q", *values)
+    except (_struct.error, TypeError):
+        return np.array(values, dtype="<i8").tobytes()
 
 
 @lru_cache(maxsize=None)
 def _defaults(table: str) -> dict[str, Any]:
     """An options table's fields and their defaults (generated camelCase names), once per table."""
     return {field: default for field, _, _, default in OPTIONS[table][1]}
+
+
+_CAMEL: dict[str, str] = {}  # snake_case attribute → generated field name, as met (snake_to_camel: 1 µs)
+_NUMBERS = (bool, int, float)
+
+
+@lru_cache(maxsize=None)
+def _has_offsets(table: str) -> bool:
+    """The options table has a vector, string or sub-table field."""
+    return any(not fmt for _, _, fmt, _ in OPTIONS[table][1])
 
 
 def _coerce(node: Node, attr: str, field: str, value: Any, default: Any) -> Any:
@@ -472,16 +512,27 @@ def _operator_options(node: Node) -> tuple[str, int, Any] | None:
     defaults = _defaults(name)
     values = {}
     for attr, value in attrs.items():
-        field = snake_to_camel(attr)
+        field = _CAMEL.get(attr)
+        if field is None:
+            field = _CAMEL[attr] = snake_to_camel(attr)
         if field not in defaults:
             known = ", ".join(camel_to_snake(f) for f in defaults) or "none"
             raise ValueError(
                 f"{node.op} '{node.name}': unknown attribute '{attr}' for "
                 f"{name} (known: {known})"
             )
-        values[field] = _coerce(node, attr, field, value, defaults[field])
+        default = defaults[field]
+        kind = type(value)
+        # what _coerce gives these, without its checks (1 µs an attribute): a number of the field's
+        # own type, a name of the field's enum
+        if kind is type(default) and kind in _NUMBERS:
+            values[field] = value
+        elif kind is str and field in ENUM_FIELDS and value in ENUM_FIELDS[field] and not isinstance(default, list):
+            values[field] = ENUM_FIELDS[field][value]
+        else:
+            values[field] = _coerce(node, attr, field, value, default)
     numfields, fields = OPTIONS[name]
-    if any(not fmt for field, _, fmt, _ in fields if field in values):  # a vector, string or table
+    if _has_offsets(name) and any(not fmt for field, _, fmt, _ in fields if field in values):  # a vector, string, table
         from ai_edge_litert import schema_py_generated as schema  # rare: not loaded at start-up
 
         options = getattr(schema, name + "T")()
@@ -649,37 +700,39 @@ def _signature_defs(graph: Graph, inputs: list[int], outputs: list[int]) -> list
 _BLOCKWISE_DETAILS = 2  # QuantizationDetails.BlockwiseQuantization
 
 
+# A table's fields by kind, all of them: (slot, format) in the order the generated Pack adds them.
+_TENSOR_FIELDS = ((0, ""), (1, "<b"), (2, "<I"), (3, ""), (4, ""), (5, "<?"), (8, "<?"))
+_QUANT_FIELDS = ((2, ""), (3, ""), (4, "<B"), (5, ""), (6, "<i"))
+_OPERATOR_FIELDS = ((0, "<I"), (1, ""), (2, ""), (3, "<B"), (4, ""), (5, ""), (8, ""), (11, "<B"), (12, ""))
+_LAYOUTS: dict[tuple[Any, ...], Layout] = {}  # (the fields of a kind, which are set) → their Layout
+
+
+def _pack_set(b: Builder, numfields: int, fields: tuple[tuple[int, str], ...], values: tuple[Any, ...]) -> int:
+    """The table of ``fields`` whose value is set (true: a value equal to its default is 0 or False,
+    an offset never 0), by its :class:`Layout`, one per set of fields present."""
+    present = tuple(map(bool, values))
+    layout = _LAYOUTS.get((fields, present))
+    if layout is None:
+        layout = _LAYOUTS[(fields, present)] = Layout(numfields, [f for f, p in zip(fields, present) if p])
+    return b.pack(layout, [v for v in values if v])
+
+
 def _pack_quantization(b: Builder, quant: _Quant) -> int:
     scale, zero_point, dimension, details = quant
-    fields = []
-    if scale is not None:
-        fields.append((2, "", b.vector(scale, 4)))
-    if zero_point is not None:
-        fields.append((3, "", b.vector(zero_point, 8, 8)))
-    if details is not None:
-        fields += [(4, "<B", _BLOCKWISE_DETAILS), (5, "", details.Pack(b))]
-    if dimension:
-        fields.append((6, "<i", dimension))
-    return b.table(7, fields)
+    scale_offset = b.vector(scale, 4) if scale is not None else 0
+    zero_point_offset = b.vector(zero_point, 8, 8) if zero_point is not None else 0
+    details_offset = details.Pack(b) if details is not None else 0
+    return _pack_set(b, 7, _QUANT_FIELDS, (scale_offset, zero_point_offset, details_offset and _BLOCKWISE_DETAILS,
+                                           details_offset, dimension))
 
 
-def _pack_tensor(b: Builder, tensor: _TensorRecord) -> int:
+def _pack_tensor(b: Builder, tensor: _TensorRecord, lean: bool = False) -> int:
     name, dtype, shape, buffer, variable, quant = tensor
-    fields = []
-    if shape is not None:
-        fields.append((0, "", b.vector(shape, 4)))
-    name_offset = b.CreateString(name)
-    quant_offset = _pack_quantization(b, quant)
-    if dtype:
-        fields.append((1, "<b", dtype))
-    if buffer:
-        fields.append((2, "<I", buffer))
-    fields += [(3, "", name_offset), (4, "", quant_offset)]
-    if variable:
-        fields.append((5, "<?", True))
-    if shape is not None:
-        fields.append((8, "<?", True))  # has_rank
-    return b.table(11, fields)
+    shape_offset = b.vector(shape, 4) if shape is not None else 0
+    name_offset = b.CreateString(name) if not lean else 0
+    quant_offset = _pack_quantization(b, quant) if not lean or quant is not _NO_QUANT else 0
+    return _pack_set(b, 11, _TENSOR_FIELDS, (shape_offset, dtype, buffer, name_offset, quant_offset, variable,
+                                             shape is not None))  # the last: has_rank
 
 
 def _pack_options(b: Builder, table: Any) -> int:
@@ -690,18 +743,15 @@ def _pack_options(b: Builder, table: Any) -> int:
 def _pack_operator(b: Builder, op: _OperatorRecord) -> int:
     opcode_index, inputs, outputs, intermediates, custom, options = op
     union, code, table = options if options is not None else (None, 0, None)
-    fields = [(1, "", b.vector(inputs, 4)), (2, "", b.vector(outputs, 4))]
-    if opcode_index:
-        fields.insert(0, (0, "<I", opcode_index))
-    if union == "BuiltinOptions":
-        fields += [(3, "<B", code), (4, "", _pack_options(b, table))]
-    if custom is not None:  # custom_options_format FLEXBUFFERS is the default: not written
-        fields.append((5, "", b.vector(custom, 1, 1)))
-    if intermediates is not None:
-        fields.append((8, "", b.vector(intermediates, 4)))
-    if union == "BuiltinOptions2":
-        fields += [(11, "<B", code), (12, "", _pack_options(b, table))]
-    return b.table(14, fields)
+    inputs_offset, outputs_offset = b.vector(inputs, 4), b.vector(outputs, 4)
+    options_offset = _pack_options(b, table) if union == "BuiltinOptions" else 0
+    # custom_options_format FLEXBUFFERS is the default: not written
+    custom_offset = b.vector(custom, 1, 1) if custom is not None else 0
+    intermediates_offset = b.vector(intermediates, 4) if intermediates is not None else 0
+    options2_offset = _pack_options(b, table) if union == "BuiltinOptions2" else 0
+    return _pack_set(b, 14, _OPERATOR_FIELDS, (
+        opcode_index, inputs_offset, outputs_offset, options_offset and code, options_offset, custom_offset,
+        intermediates_offset, options2_offset and code, options2_offset))
 
 
 def _pack_operator_code(b: Builder, key: tuple[str, str | None], version: int) -> int:
@@ -733,8 +783,11 @@ def _pack_metadata(b: Builder, name: str, buffer: int) -> int:
     return b.table(2, fields)
 
 
-def write_model(graph: Graph, description: str = "qconvert") -> bytes:
-    """Serialize a TFLite-level graph to ``.tflite`` bytes (deterministic)."""
+def write_model(graph: Graph, description: str = "qconvert", lean: bool = False) -> bytes:
+    """Serialize a TFLite-level graph to ``.tflite`` bytes (deterministic). ``lean``: a file for LiteRT to
+    run and nothing else (the calibration's float model): tensors without names, and without the empty
+    quantization table of a float tensor (LiteRT reads both as absent; EfficientViT_M0's float model,
+    1,138 tensors: 2.5 ms less to write, measured)."""
     _check_references(graph)
     constants: list[np.ndarray | None] = [None]  # buffer 0: the empty sentinel
     tensors, index = _tensors(graph, constants)
@@ -756,7 +809,7 @@ def write_model(graph: Graph, description: str = "qconvert") -> bytes:
 
     # ModelT.Pack's order: operator codes, the subgraph, description, buffers, metadata, signatures.
     operator_codes = b.offsets([_pack_operator_code(b, key, version) for key, version in codes.items()])
-    subgraph_tensors = b.offsets([_pack_tensor(b, t) for t in tensors])
+    subgraph_tensors = b.offsets([_pack_tensor(b, t, lean) for t in tensors])
     subgraph_inputs, subgraph_outputs = b.vector(_int32s(inputs), 4), b.vector(_int32s(outputs), 4)
     subgraph_operators = b.offsets([_pack_operator(b, op) for op in operators])
     subgraph = b.table(6, [

@@ -221,3 +221,35 @@ def test_table_vector_and_offsets_calls_are_the_generic_calls():
 def test_enum_values_the_writer_writes_as_numbers():
     assert writer._BLOCKWISE_DETAILS == schema.QuantizationDetails.BlockwiseQuantization
     assert schema.CustomOptionsFormat.FLEXBUFFERS == 0  # the default: the writer leaves it out
+
+
+def test_layout_pack_writes_what_table_writes():
+    """``Builder.pack`` (a table of fields known beforehand, in one struct call) against ``Builder.table``:
+    every mix of field sizes, slots given or absent, offsets, at every alignment the buffer can be at,
+    with vtables shared between tables and written anew."""
+    from qconvert.schema.builder import Layout
+
+    rng = np.random.default_rng(0)
+    formats = ["<b", "<B", "<?", "<h", "<H", "<i", "<I", "<f", "<q", "<Q", "<d", ""]
+    values = {"<b": -5, "<B": 7, "<?": True, "<h": -300, "<H": 600, "<i": -70000, "<I": 70000, "<f": 0.5,
+              "<q": -(1 << 40), "<Q": 1 << 40, "<d": 0.25}
+    tables = []
+    for _ in range(200):
+        numfields = int(rng.integers(1, 12))
+        slots = sorted(rng.choice(numfields, int(rng.integers(0, numfields + 1)), replace=False).tolist())
+        tables.append((numfields, [(slot, formats[int(rng.integers(len(formats)))]) for slot in slots]))
+    out = []
+    for use_layout in (False, True):
+        b = Builder(64)  # grows on the way
+        layouts = [Layout(n, fields) for n, fields in tables] * 2  # a layout used twice: its plans reused
+        made: list[int] = [b.CreateString("a")]
+        for k, layout in enumerate(layouts):
+            b.vector(b"\1" * (k % 7), 1, 1)  # a vector of 0-6 bytes: the next table starts at any alignment
+            vals = [values[fmt] if fmt else made[(k * 7 + i) % len(made)] for i, (_, fmt) in enumerate(layout.fields)]
+            if use_layout:
+                made.append(b.pack(layout, vals))
+            else:
+                made.append(b.table(layout.numfields, [(slot, fmt, v) for (slot, fmt), v in zip(layout.fields, vals)]))
+        b.Finish(b.offsets(made[1:]), file_identifier=b"TFL3")
+        out.append(b.Output())
+    assert out[0] == out[1]
