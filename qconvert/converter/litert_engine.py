@@ -46,6 +46,15 @@ Runner = Callable[[Mapping[str, np.ndarray], Record], int]
 _FIX = "use --calibration-engine numpy"
 
 
+class _CannotUse(ConversionError):
+    """LiteRT cannot write, load or run the float graph: the one-line error of ``--calibration-engine
+    litert``; ``why`` alone is the note of ``auto`` when it falls back to the numpy engine."""
+
+    def __init__(self, why: str, line: str) -> None:
+        super().__init__(line)
+        self.why = why
+
+
 def float_model(graph: Graph, observed: Sequence[str]) -> bytes:
     """The float graph as ``.tflite`` bytes, with ``observed`` tensors added to its outputs.
 
@@ -60,7 +69,8 @@ def float_model(graph: Graph, observed: Sequence[str]) -> bytes:
     try:
         return write_model(graph, description="qconvert calibration (float)", lean=True)  # read by position
     except ValueError as exc:
-        raise ConversionError(f"--calibration-engine litert cannot write the float graph: {exc}; {_FIX}") from None
+        raise _CannotUse(f"cannot write the float graph: {exc}",
+                         f"--calibration-engine litert cannot write the float graph: {exc}; {_FIX}") from None
     finally:
         graph.outputs = saved
         for node, attrs in tagged:
@@ -100,11 +110,11 @@ def prepare(graph: Graph, names: Sequence[str]) -> Callable[[], Runner]:
         try:
             return interpreter(data, preserve_all_tensors=False, resolver="default", num_threads=1)
         except ImportError:
-            raise ConversionError("--calibration-engine litert needs LiteRT (pip install ai-edge-litert); "
-                                  f"or {_FIX}") from None
+            needs = "LiteRT (pip install ai-edge-litert)"
+            raise _CannotUse(f"it needs {needs}", f"--calibration-engine litert needs {needs}; or {_FIX}") from None
         except ValueError as exc:
-            raise ConversionError(f"--calibration-engine litert: LiteRT cannot load the float graph ({exc}); "
-                                  f"{_FIX}") from None
+            why = f"LiteRT cannot load the float graph ({exc})"
+            raise _CannotUse(why, f"--calibration-engine litert: {why}; {_FIX}") from None
 
     with _quiet_stderr():  # LiteRT's "INFO: Created TensorFlow Lite XNNPACK delegate" (once a process)
         spare = [load()]  # the check; the first worker takes this interpreter
@@ -162,7 +172,5 @@ def prepare_or_fall_back(graph: Graph, names: Sequence[str]) -> Callable[[], Run
         raise EngineUnavailable("the graph has state tensors")
     try:
         return prepare(graph, names)
-    except ConversionError as exc:
-        why = str(exc).rsplit(f"; {_FIX}", 1)[0].removeprefix("--calibration-engine litert: ")
-        why = why.split("; or ")[0].replace("--calibration-engine litert needs", "it needs")
-        raise EngineUnavailable(why) from None
+    except _CannotUse as exc:
+        raise EngineUnavailable(exc.why) from None
