@@ -16,6 +16,7 @@ import numpy as np
 
 from qconvert.errors import ConversionError
 from qconvert.ir import Graph
+from qconvert.ir.graph import dtype_name
 from qconvert.ir.passes import Context
 from qconvert.ops import row
 
@@ -43,7 +44,7 @@ def fold_constants(graph: Graph, ctx: Context) -> bool:
         if value.base is not None or not value.flags.c_contiguous:  # a view of an input: own it
             value = np.array(value, copy=True, order="C")
         out.data = value
-        out.dtype = value.dtype.name
+        out.dtype = dtype_name(value.dtype)
         dead.append(node)
     graph.remove_nodes(dead)
     return bool(dead)

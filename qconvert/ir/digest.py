@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from qconvert.ir.graph import dtype_name
+
 
 def value_digest(value: np.ndarray) -> bytes:
     """16 bytes that differ for constants of another dtype, shape or contents (blake2b)."""
@@ -12,6 +14,6 @@ def value_digest(value: np.ndarray) -> bytes:
 
     value = np.ascontiguousarray(value)
     h = hashlib.blake2b(digest_size=16)
-    h.update(f"{value.dtype.name}{value.shape}".encode())
+    h.update(f"{dtype_name(value.dtype)}{value.shape}".encode())
     h.update(value.tobytes())
     return h.digest()

@@ -18,6 +18,18 @@ from qconvert.errors import GraphError
 from qconvert.quant.params import QuantParams
 
 
+_DTYPE_NAMES: dict[np.dtype, str] = {}
+
+
+def dtype_name(dtype: np.dtype) -> str:
+    """``dtype.name``, remembered per dtype: numpy computes the name in Python on every read
+    (1.8 us; 2,400 reads in an EfficientViT_M0 conversion, 4 ms)."""
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:
+        name = _DTYPE_NAMES[dtype] = dtype.name
+    return name
+
+
 def _contiguous(value: np.ndarray) -> np.ndarray:
     """``value`` in C order. A weight transposed with its last axis moved first (HWIO→OHWI,
     a MatMul's [in, out] → [out, in]) is copied in panels of 16 source rows: numpy's own
@@ -174,16 +186,27 @@ class Graph:
         self._producers: dict[str, dict[Node, None]] = {}
         self._consumers: dict[str, dict[Node, None]] = {}
         self._dirty: dict[Node, None] = {}
+        self._outputless: dict[Node, None] = {}  # indexed nodes with no outputs (dead to prune)
+        # what prune looks at after its first full scan: tensors that lost their last reader or
+        # maker, gained a maker or were added since, the tensor count it expects, the I/O it saw
+        self._loose: dict[str, None] = {}
+        self._tensor_count = -1
+        self._pruned_io: tuple[tuple[str, ...], tuple[str, ...]] | None = None
 
     # -- construction ---------------------------------------------------
     def add_tensor(self, tensor: Tensor) -> Tensor:
+        if tensor.name not in self.tensors:
+            self._tensor_count += 1
+            self._loose[tensor.name] = None
         self.tensors[tensor.name] = tensor
         return tensor
 
     def add_const(self, name: str, value: np.ndarray, quant: QuantParams | None = None) -> str:
         name = self.unique_name(name)
         value = _contiguous(np.asarray(value))
-        self.tensors[name] = Tensor(name, value.dtype.name, tuple(value.shape), value, quant)
+        self.tensors[name] = Tensor(name, dtype_name(value.dtype), tuple(value.shape), value, quant)
+        self._tensor_count += 1
+        self._loose[name] = None
         return name
 
     def add_node(self, node: Node, *, before: Node | None = None, after: Node | None = None,
@@ -260,6 +283,8 @@ class Graph:
                 continue
             self._unlink(node)
             self._unindex(node)
+            for t in node.attrs.get("_intermediates", ()):  # no longer mentioned by the node: for prune
+                self._loose[t] = None
             self._dirty.pop(node, None)
             node._graph = None
 
@@ -294,30 +319,57 @@ class Graph:
     # -- look-ups -------------------------------------------------------
     def _unindex(self, node: Node) -> None:
         ins, outs = self._indexed.pop(node)
+        self._outputless.pop(node, None)
         for t in ins:
             readers = self._consumers[t]
             del readers[node]
             if not readers:
                 del self._consumers[t]
+                self._loose[t] = None
         for t in outs:
             makers = self._producers[t]
             del makers[node]
             if not makers:
                 del self._producers[t]
+                self._loose[t] = None
 
     def _flush(self) -> None:
-        """Bring the index up to date with the nodes edited since the last look-up."""
+        """Bring the index up to date with the nodes edited since the last look-up. Only the side
+        of a node that changed is re-indexed: most edits rewire inputs and leave the outputs as
+        they were (EfficientViT_M0: 2,900 of 5,600 flushed nodes; _flush 9.0 -> 5.6 ms)."""
         dirty, self._dirty = self._dirty, {}
+        consumers, producers, indexed, outputless = self._consumers, self._producers, self._indexed, self._outputless
+        loose = self._loose
         for node in dirty:
-            self._unindex(node)
-            readers = dict.fromkeys(node.inputs)
+            old_ins, old_outs = indexed[node]
+            readers = dict.fromkeys(node._inputs)
             readers.pop("", None)  # an absent optional input
-            ins, outs = tuple(readers), tuple(dict.fromkeys(node.outputs))
-            for t in ins:
-                self._consumers.setdefault(t, {})[node] = None
-            for t in outs:
-                self._producers.setdefault(t, {})[node] = None
-            self._indexed[node] = (ins, outs)
+            ins, outs = tuple(readers), tuple(dict.fromkeys(node._outputs))
+            if ins != old_ins:
+                for t in old_ins:
+                    if t not in readers:
+                        users = consumers[t]
+                        del users[node]
+                        if not users:
+                            del consumers[t]
+                            loose[t] = None
+                for t in ins:
+                    consumers.setdefault(t, {})[node] = None
+            if outs != old_outs:
+                for t in old_outs:
+                    makers = producers[t]
+                    del makers[node]
+                    if not makers:
+                        del producers[t]
+                        loose[t] = None
+                for t in outs:
+                    producers.setdefault(t, {})[node] = None
+                    loose[t] = None
+            if outs:
+                outputless.pop(node, None)
+            else:
+                outputless[node] = None
+            indexed[node] = (ins, outs)
 
     def producer(self, tensor: str) -> Node | None:
         if self._dirty:
@@ -369,22 +421,47 @@ class Graph:
         self.outputs = [new if o == old else o for o in self.outputs]
 
     def prune(self) -> None:
-        """Drop nodes whose outputs nobody reads, and tensors nobody mentions."""
+        """Drop nodes whose outputs nobody reads, and tensors nobody mentions.
+
+        After a prune every node has a kept output and every tensor a mention, so the next one
+        needs to look only at the tensors the index saw lose a reader or maker, gain a maker, or
+        added since (``_loose``); most prunes then find nothing (EfficientViT_M0: 27 of 42). A
+        tensor count or graph I/O it did not expect (a tensor added or deleted in ``tensors``
+        directly, an output dropped) makes it scan everything, as the first prune does. A pass
+        deletes from ``tensors`` only tensors nobody mentions any more, and sets a node's
+        ``_intermediates`` once (EfficientViT_M0's 42 prunes: 7.8 -> 3.0 ms in-process)."""
         if self._dirty:
             self._flush()
         keep = set(self.outputs)
         consumers = self._consumers  # kept current by remove_nodes below
         producers, io = self._producers, {*self.inputs, *self.outputs}
-        for node in reversed(self.nodes):  # readers first, so a chain of dead nodes goes at once
-            for o in node.outputs:
-                if o in keep or o in consumers:
-                    io.update(node.attrs.get("_intermediates", ()))  # an LSTM's, mentioned by a kept node
-                    break
-            else:
-                self.remove_nodes([node])
-        unused = [k for k in self.tensors if k not in producers and k not in consumers and k not in io]
-        for k in unused:
-            del self.tensors[k]
+        loose, tensors = self._loose, self.tensors
+        full = (self._pruned_io != (tuple(self.inputs), tuple(self.outputs)) or len(tensors) != self._tensor_count
+                or any(t not in tensors for t in loose))
+        # what the removals below leave loose, kept for the next prune: a reader removed after its
+        # maker was passed (nodes out of order) leaves that maker dead, for the next prune to drop
+        self._loose = {}
+        if full or self._outputless or any(
+                all(o not in keep and o not in consumers for o in node.outputs)
+                for t in loose if t not in consumers and t not in keep for node in producers.get(t, ())):
+            for node in reversed(self.nodes):  # readers first, so a chain of dead nodes goes at once
+                for o in node.outputs:
+                    if o in keep or o in consumers:
+                        break
+                else:
+                    self.remove_nodes([node])
+        removed = self._loose
+        candidates = tensors if full else [k for k in {**loose, **removed} if k in tensors]
+        unused = [k for k in candidates if k not in producers and k not in consumers and k not in io]
+        if unused:
+            mentioned = {t for node in self._indexed if "_intermediates" in node.attrs  # an LSTM's, mentioned
+                         for t in node.attrs["_intermediates"]}  # by its node (every node is in _indexed)
+            for k in unused:
+                if k not in mentioned:
+                    del tensors[k]
+        self._loose = {k: None for k in removed if k in producers}
+        self._tensor_count = len(tensors)
+        self._pruned_io = (tuple(self.inputs), tuple(self.outputs))
 
     def __iter__(self) -> Iterator[Node]:
         return iter(list(self.nodes))

@@ -25,6 +25,7 @@ import numpy as np
 from qconvert.errors import ConversionError
 from qconvert.ir import Graph, Node, Tensor
 from qconvert.ir.digest import value_digest
+from qconvert.ir.graph import dtype_name
 from qconvert.ir.passes import Context
 from qconvert.ir.qdq import is_dequantize, is_quantize
 from qconvert.ops import Rule, pool_fill, row
@@ -82,7 +83,7 @@ def quantize_constants(graph: Graph, ctx: Context) -> bool:
                 out.data = quantize_weights_16x8(value, params)  # 16x8: TOCO's 127 / max|w| per channel
             else:
                 out.data = (quantize_array_legacy if ctx.legacy_float_scale else quantize_array)(value, params)
-        out.dtype = params.dtype if params.dtype == "int4" else out.data.dtype.name
+        out.dtype = params.dtype if params.dtype == "int4" else dtype_name(out.data.dtype)
         if params.dtype not in ("int32", "int64"):  # a bias stays one per reader, as in TF (share.py)
             sharable.setdefault((out.dtype, out.shape, out.quant), []).append((out, value))
         dead.append(node)

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
 
 from qconvert.errors import GraphError
-from qconvert.ir import Graph, Node
+from qconvert.ir import Graph, Node, Tensor
 
 
 def scan_producer(nodes: list[Node], tensor: str) -> Node | None:
@@ -134,3 +135,59 @@ def test_prune_keeps_what_outputs_need() -> None:
     graph.prune()
     assert list(graph.nodes) == [keep1, keep2]
     assert graph.consumers("x") == [keep1]
+
+
+def full_prune(graph: Graph) -> tuple[list[Node], set[str]]:
+    """What prune leaves, by a scan of every node and tensor (prune itself looks only at what
+    changed since its last run)."""
+    keep, nodes = set(graph.outputs), list(graph.nodes)
+    for node in reversed(list(nodes)):
+        if not any(o in keep or any(o in n.inputs for n in nodes) for o in node.outputs):
+            nodes.remove(node)
+    mentioned = {t for n in nodes for t in (*n.inputs, *n.outputs, *n.attrs.get("_intermediates", ()))}
+    return nodes, {t for t in graph.tensors if t in mentioned or t in graph.inputs or t in graph.outputs}
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_prune_after_random_edits_matches_a_full_scan(seed: int) -> None:
+    rng = random.Random(seed)
+    names = [f"t{i}" for i in range(16)]
+    graph = Graph()
+    graph.inputs, graph.outputs = ["t0"], ["t15"]
+    for t in names:
+        graph.add_tensor(Tensor(t, "float32"))
+    for i in range(10):
+        graph.add_node(Node("OP", rng.sample(names, 2), [names[i + 1]], name=f"n{i}"))
+    for step in range(120):
+        action = rng.randrange(9)
+        nodes = list(graph.nodes)
+        if action == 0 or not nodes:
+            graph.add_node(Node("OP", rng.sample(names, 2), rng.sample(names, rng.randint(0, 2)), name=f"a{step}"))
+        elif action == 1:
+            graph.remove_nodes([rng.choice(nodes)])
+        elif action == 2:
+            rng.choice(nodes).inputs = rng.sample(names, rng.randint(0, 2))
+        elif action == 3:
+            rng.choice(nodes).outputs = rng.sample(names, rng.randint(1, 2))
+        elif action == 4:  # a tensor nobody mentions, through the graph or straight into its dict
+            name = rng.choice(names)
+            if rng.random() < 0.5:
+                graph.add_tensor(Tensor(name, "float32"))
+            else:
+                graph.tensors[name] = Tensor(name, "float32")
+        elif action == 5:  # a tensor a pass stopped mentioning, deleted by the pass itself
+            mentioned = {t for n in nodes for t in (*n.inputs, *n.outputs, *n.attrs.get("_intermediates", ()))}
+            unused = [t for t in graph.tensors if t not in mentioned and t not in (*graph.inputs, *graph.outputs)]
+            if unused:
+                del graph.tensors[rng.choice(unused)]
+        elif action == 6:
+            graph.outputs = rng.sample(names, rng.randint(0, 2))
+        elif action == 7:  # an LSTM's intermediates, set once (prune does not see attrs change)
+            rng.choice(nodes).attrs.setdefault("_intermediates", rng.sample(names, 1))
+        else:
+            graph.add_const(rng.choice(names), np.zeros(2, np.float32))
+        if rng.random() < 0.4:
+            expected_nodes, expected_tensors = full_prune(graph)
+            graph.prune()
+            assert list(graph.nodes) == expected_nodes
+            assert set(graph.tensors) == expected_tensors
