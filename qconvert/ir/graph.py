@@ -9,6 +9,7 @@ graph, so a pass costs time linear in the nodes it touches.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
@@ -462,6 +463,19 @@ class Graph:
         self._loose = {k: None for k in removed if k in producers}
         self._tensor_count = len(tensors)
         self._pruned_io = (tuple(self.inputs), tuple(self.outputs))
+        if os.environ.get("QCONVERT_CHECK_EACH_PASS", "") not in ("", "0"):  # the test suite: as a full scan?
+            self._check_pruned()
+
+    def _check_pruned(self) -> None:
+        """What a full scan leaves: every tensor made, read, a graph input or output, or a node's
+        intermediate. The incremental prune above relies on how passes edit ``tensors``; with
+        QCONVERT_CHECK_EACH_PASS=1 (the test suite sets it) this checks it left what a full scan would."""
+        mentioned = {*self._producers, *self._consumers, *self.inputs, *self.outputs,
+                     *(t for node in self.nodes for t in node.attrs.get("_intermediates", ()))}
+        left = [k for k in self.tensors if k not in mentioned]
+        if left:
+            raise GraphError(f"internal error: prune left tensor '{left[0]}' that nothing mentions "
+                             f"({len(left)} in all); a pass edited graph.tensors in a way prune does not follow")
 
     def __iter__(self) -> Iterator[Node]:
         return iter(list(self.nodes))

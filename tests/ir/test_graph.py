@@ -191,3 +191,23 @@ def test_prune_after_random_edits_matches_a_full_scan(seed: int) -> None:
             graph.prune()
             assert list(graph.nodes) == expected_nodes
             assert set(graph.tensors) == expected_tensors
+
+
+def test_prune_under_the_test_suite_names_a_tensor_a_full_scan_would_drop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pass that renames a tensor straight in ``graph.tensors`` and forgets its readers (the tensor
+    count unchanged, nothing the index saw): the incremental prune keeps the new name, a full scan would
+    drop it. With QCONVERT_CHECK_EACH_PASS=1 (the test suite) prune says so."""
+    graph = Graph()
+    graph.inputs, graph.outputs = ["x"], ["z"]
+    for t in ("x", "y", "z"):
+        graph.add_tensor(Tensor(t, "float32"))
+    graph.add_node(Node("OP", ["x"], ["y"], name="a"))
+    graph.add_node(Node("OP", ["y"], ["z"], name="b"))
+    graph.prune()
+    graph.tensors["unread"] = graph.tensors.pop("y")  # a rename that forgot the readers: count unchanged
+    monkeypatch.setenv("QCONVERT_CHECK_EACH_PASS", "1")
+    with pytest.raises(GraphError, match="prune left tensor 'unread'"):
+        graph.prune()
+    monkeypatch.setenv("QCONVERT_CHECK_EACH_PASS", "0")
+    graph.prune()  # a user's conversion: no check (the tensor would be written, unread)
+    assert "unread" in graph.tensors
