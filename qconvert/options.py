@@ -73,19 +73,26 @@ class Bad(ValueError):
     """A value an option cannot take; the text says why (the caller adds the flag or key)."""
 
 
-@dataclass(frozen=True)
 class Kind:
     """How one option's values are read and checked.
 
     ``text`` reads one command-line word; ``value`` reads what a manifest or a Python caller
-    gives (text is read as on the command line). Both raise :class:`Bad`."""
+    gives (text is read as on the command line). Both raise :class:`Bad`. (Kind and Spec are
+    plain classes: as frozen dataclasses their generated methods cost 1.1 ms of every start-up.)"""
 
-    metavar: str = "VALUE"
-    repeat: bool = False  # the flag may be given several times (its values are a list)
-    flag_only: bool = False  # a switch: no value on the command line
-    text: Callable[[str], Any] = str
-    value: Callable[[Any], Any] | None = None  # default: text() on str, else as it is
-    path: bool = False  # a manifest value is a path relative to the manifest
+    __slots__ = ("metavar", "repeat", "flag_only", "text", "value", "path")
+    metavar: str
+    repeat: bool  # the flag may be given several times (its values are a list)
+    flag_only: bool  # a switch: no value on the command line
+    text: Callable[[str], Any]
+    value: Callable[[Any], Any] | None  # default: text() on str, else as it is
+    path: bool  # a manifest value is a path relative to the manifest
+
+    def __init__(self, metavar: str = "VALUE", repeat: bool = False, flag_only: bool = False,
+                 text: Callable[[str], Any] = str, value: Callable[[Any], Any] | None = None,
+                 path: bool = False) -> None:
+        self.metavar, self.repeat, self.flag_only = metavar, repeat, flag_only
+        self.text, self.value, self.path = text, value, path
 
     def from_text(self, words: Any) -> Any:
         if self.repeat:
@@ -749,10 +756,11 @@ def _check_uint8(o: ConvertOptions) -> None:
 # ---------------------------------------------------------------------------------- the declaration
 
 
-@dataclass(frozen=True)
 class Spec:
     """One option as declared: where it lives in :class:`ConvertOptions` and how it is read."""
 
+    __slots__ = ("group", "attr", "key", "flag", "kind", "help", "default", "manifest", "calibrate",
+                 "show_default", "in_recipe")
     group: str  # "" (top level), "calibration" or "precision"
     attr: str  # the field name in its group
     key: str  # manifest key and API keyword
@@ -764,6 +772,12 @@ class Spec:
     calibrate: bool
     show_default: bool
     in_recipe: bool
+
+    def __init__(self, group: str, attr: str, key: str, flag: str, kind: Kind, help: str, default: Any,
+                 manifest: bool, calibrate: bool, show_default: bool, in_recipe: bool) -> None:
+        self.group, self.attr, self.key, self.flag, self.kind, self.help = group, attr, key, flag, kind, help
+        self.default, self.manifest, self.calibrate = default, manifest, calibrate
+        self.show_default, self.in_recipe = show_default, in_recipe
 
     def get(self, options: ConvertOptions) -> Any:
         return getattr(getattr(options, self.group) if self.group else options, self.attr)
