@@ -80,7 +80,7 @@ class Kind:
     gives (text is read as on the command line). Both raise :class:`Bad`. (Kind and Spec are
     plain classes: as frozen dataclasses their generated methods cost 1.1 ms of every start-up.)"""
 
-    __slots__ = ("metavar", "repeat", "flag_only", "text", "value", "path")
+    __slots__ = ("flag_only", "metavar", "path", "repeat", "text", "value")
     metavar: str
     repeat: bool  # the flag may be given several times (its values are a list)
     flag_only: bool  # a switch: no value on the command line
@@ -784,8 +784,8 @@ def _check_uint8(o: ConvertOptions) -> None:
 class Spec:
     """One option as declared: where it lives in :class:`ConvertOptions` and how it is read."""
 
-    __slots__ = ("group", "attr", "key", "flag", "kind", "help", "default", "manifest", "calibrate",
-                 "show_default", "in_recipe")
+    __slots__ = ("attr", "calibrate", "default", "flag", "group", "help", "in_recipe", "key", "kind", "manifest",
+                 "show_default")
     group: str  # "" (top level), "calibration" or "precision"
     attr: str  # the field name in its group
     key: str  # manifest key and API keyword

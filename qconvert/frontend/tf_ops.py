@@ -380,7 +380,7 @@ class Parts:
     slices are regrouped into, the data operand, the axis and each part's [start, stop)."""
 
     # Parts and TfOp are plain classes: as frozen dataclasses their generated methods cost 0.6 ms of every start-up
-    __slots__ = ("tfl", "data", "axis", "bounds")
+    __slots__ = ("axis", "bounds", "data", "tfl")
     tfl: str
     data: int
     axis: int
@@ -436,7 +436,7 @@ class TfOp:
     stage rewrites it into that op (``qconvert.legalize.tf_rewrites.REWRITES``); FakeQuant* have
     their own pass there, and the importer turns Split/SplitV/Unpack into slices."""
 
-    __slots__ = ("tfl", "shape", "dtype")
+    __slots__ = ("dtype", "shape", "tfl")
     tfl: str | None
     shape: Callable[[Any, list[Shape], list[Any]], Shape] | None
     dtype: Callable[[Any], str] | None  # the output's dtype when it is not float32

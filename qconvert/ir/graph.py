@@ -139,7 +139,7 @@ class Signature:
     in the order the file lists them."""
 
     # a plain class: as a frozen dataclass its generated methods cost 0.3 ms of every start-up
-    __slots__ = ("key", "inputs", "outputs")
+    __slots__ = ("inputs", "key", "outputs")
     key: str
     inputs: tuple[tuple[str, int], ...]
     outputs: tuple[tuple[str, int], ...]

@@ -635,8 +635,8 @@ class MeanRequant:
     """
 
     # a plain class: as a frozen dataclass its generated methods cost 0.5 ms of every start-up
-    __slots__ = ("multiplier", "shift", "folded_multiplier", "folded_shift", "num_elements",
-                 "input_zero_point", "output_zero_point", "same_params")
+    __slots__ = ("folded_multiplier", "folded_shift", "input_zero_point", "multiplier", "num_elements",
+                 "output_zero_point", "same_params", "shift")
     multiplier: int
     shift: int
     folded_multiplier: int
