@@ -6,7 +6,6 @@ place that knows TensorFlow op names.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -376,15 +375,19 @@ def shape_transpose(node: Any, s: list[Shape], c: list[Any]) -> Shape:
     return tuple(s[0][p] for p in perm)
 
 
-@dataclass(frozen=True)
 class Parts:
     """A multi-output op (Split, SplitV, Unpack) as one slice per output: the TFLite op the
     slices are regrouped into, the data operand, the axis and each part's [start, stop)."""
 
+    # Parts and TfOp are plain classes: as frozen dataclasses their generated methods cost 0.6 ms of every start-up
+    __slots__ = ("axis", "bounds", "data", "tfl")
     tfl: str
     data: int
     axis: int
     bounds: list[tuple[int, int]]
+
+    def __init__(self, tfl: str, data: int, axis: int, bounds: list[tuple[int, int]]) -> None:
+        self.tfl, self.data, self.axis, self.bounds = tfl, data, axis, bounds
 
     @property
     def operands(self) -> tuple[str, ...]:
@@ -428,15 +431,19 @@ def split_parts(node: Any, s: list[Shape], c: list[Any]) -> Parts:
 MULTI_OUTPUT = {"Split", "SplitV", "Unpack"}
 
 
-@dataclass(frozen=True)
 class TfOp:
     """A TensorFlow op we read: the TFLite op it becomes and its shape function. The ``legalize``
     stage rewrites it into that op (``qconvert.legalize.tf_rewrites.REWRITES``); FakeQuant* have
     their own pass there, and the importer turns Split/SplitV/Unpack into slices."""
 
+    __slots__ = ("dtype", "shape", "tfl")
     tfl: str | None
     shape: Callable[[Any, list[Shape], list[Any]], Shape] | None
-    dtype: Callable[[Any], str] | None = None  # the output's dtype when it is not float32
+    dtype: Callable[[Any], str] | None  # the output's dtype when it is not float32
+
+    def __init__(self, tfl: str | None, shape: Callable[[Any, list[Shape], list[Any]], Shape] | None,
+                 dtype: Callable[[Any], str] | None = None) -> None:
+        self.tfl, self.shape, self.dtype = tfl, shape, dtype
 
 # ``None`` as the TFLite op marks structural ops that disappear (Identity) or that
 # the importer turns into tensors (Const, Placeholder).

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -61,9 +60,12 @@ class Made(enum.Enum):
     OTHERS = "others"  # only other converters' files (run, dump, check): qconvert never writes it
 
 
-@dataclass(frozen=True)
 class OpRow:
-    """Everything about one TFLite builtin (see the module docstring)."""
+    """Everything about one TFLite builtin (see the module docstring). Read-only.
+
+    The annotated class attributes below are the fields and their defaults; a row stores only the
+    ones it is given. (A plain class: ``@dataclass(frozen=True)`` spent 2.1 ms of every start-up
+    generating the 62-argument ``__init__``, ``__eq__`` and ``__hash__`` nobody uses.)"""
 
     name: str
     rule: Rule
@@ -154,6 +156,21 @@ class OpRow:
     # requantization (quantize pass, dump, run)
     requant: Callable[..., dict[str, Any]] | None = None
     version: Callable[..., int] | None = None  # the int8 version when it depends on the scales
+
+    def __init__(self, name: str, rule: Rule, int8_version: int, **fields: Any) -> None:
+        unknown = [k for k in fields if k not in OpRow.__annotations__]
+        if unknown:
+            raise TypeError(f"OpRow() got an unexpected keyword argument {unknown[0]!r}")
+        self.__dict__.update(name=name, rule=rule, int8_version=int8_version, **fields)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"OpRow {self.name} is read-only: cannot set {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"OpRow {self.name} is read-only: cannot delete {name!r}")
+
+    def __repr__(self) -> str:
+        return f"OpRow({', '.join(f'{k}={v!r}' for k, v in self.__dict__.items())})"
 
     @property
     def int16(self) -> bool:
