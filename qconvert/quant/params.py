@@ -525,6 +525,15 @@ def value_range_params_per_channel(
     # took a tenth of a small transformer's conversion)
     lo = np.minimum(np.asarray(mins, dtype=np.float64), 0.0)
     hi = np.maximum(np.asarray(maxs, dtype=np.float64), 0.0)
+    if narrow_range and np.isfinite(hi).all() and np.array_equal(lo, -hi):
+        # a weight's [-max|w|, max|w|] on the symmetric grid, the same double operations in fewer numpy calls
+        # (EfficientViT_M0's 117 weights: 3.8 -> 1.0 ms): expanded, the range is [-h, h] with h = max(hi, 5e-7)
+        # (2·hi > 1e-6 is hi > 5e-7), the scale (h - -h) / (qmax - qmin), and both zero-point candidates
+        # -qmax + h/scale within 1e-13 of 0, so the zero points round to 0
+        h = np.maximum(hi, _SMALLEST_HALF_RANGE)
+        scales = (h + h) / float(qmax - qmin)
+        return QuantParams(scale=tuple(scales.tolist()), zero_point=(0,) * len(scales), axis=axis, qmin=qmin,
+                           qmax=qmax, dtype=storage_dtype(num_bits))
     small = ~(hi - lo > _NEAR_ZERO_TOLERANCE)
     lo = np.where(small, np.minimum(lo, -_SMALLEST_HALF_RANGE), lo)
     hi = np.where(small, np.maximum(hi, _SMALLEST_HALF_RANGE), hi)
