@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from google.protobuf import descriptor_pool, message_factory
+from google.protobuf import message
 from google.protobuf.message import DecodeError
 
 from qconvert.errors import ConversionError
@@ -341,15 +341,39 @@ def _schema() -> bytes:
     ])
 
 
+def _upb() -> Any:
+    """protobuf's C core, upb (``google._upb._message``, in every protobuf since 4.21), unless
+    ``PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION`` asks for another implementation or it is missing."""
+    if os.environ.get("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "upb") != "upb":
+        return None
+    try:
+        from google._upb import _message
+    except ImportError:
+        return None
+    return _message
+
+
 def _message_classes() -> dict[str, type]:
+    names = ("GraphDef", "NodeDef", "AttrValue", "NameAttrList", "TensorProto",
+             "TensorShapeProto", "VersionDef", "FunctionDefLibrary", "FunctionDef", "OpDef")
+    upb = _upb()
+    if upb is not None:
+        # upb's own pool and class maker, which descriptor_pool and message_factory hand back over upb:
+        # importing those two loads protobuf's pure-Python implementation (python_message, text_format,
+        # decoder, ...), 9 ms of every .pb conversion (EfficientViT_M0, whole process, medians)
+        pool = upb.DescriptorPool()
+        pool.AddSerializedFile(_schema())
+        descriptors = [pool.FindMessageTypeByName(f"{_PKG}.{n}") for n in names]
+        return {n: upb.MessageMeta(n, (message.Message,), {"DESCRIPTOR": d, "__module__": None})
+                for n, d in zip(names, descriptors)}
+    from google.protobuf import descriptor_pool, message_factory
+
     pool = descriptor_pool.DescriptorPool()
     pool.AddSerializedFile(_schema())
     get_class = getattr(message_factory, "GetMessageClass", None)
     if get_class is None:  # protobuf < 4.22 has only the (later removed) factory API
         factory = message_factory.MessageFactory(pool)
         get_class = factory.GetPrototype
-    names = ("GraphDef", "NodeDef", "AttrValue", "NameAttrList", "TensorProto",
-             "TensorShapeProto", "VersionDef", "FunctionDefLibrary", "FunctionDef", "OpDef")
     return {n: get_class(pool.FindMessageTypeByName(f"{_PKG}.{n}")) for n in names}
 
 
