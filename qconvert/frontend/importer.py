@@ -10,7 +10,6 @@ shape with the op table's shape functions. It never imports TensorFlow.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -25,6 +24,7 @@ from qconvert.frontend.tf_ops import (
     SHAPE_ONLY,
     STRUCTURAL,
     TF_OPS,
+    elements,
     split_parts,
     supported_ops,
 )
@@ -38,7 +38,6 @@ _CONTROL_FLOW = {"Enter", "Exit", "LoopCond", "Merge", "NextIteration", "Switch"
 # Ops that are never graph outputs when outputs are auto-detected.
 _NOT_SINKS = {"Const", "NoOp", "Placeholder", "Assert", "SaveV2", "RestoreV2", "VarHandleOp"}
 _MAX_ELEMENTS = 1 << 31
-_INT64_END = 1 << 63
 _DTYPE_NAMES: dict[np.dtype, str] = {}  # np.dtype -> its name: numpy computes .name in Python (1.5 µs)
 
 
@@ -47,13 +46,6 @@ def _dtype_name(dtype: np.dtype) -> str:
     if name is None:
         name = _DTYPE_NAMES[dtype] = dtype.name
     return name
-
-
-def _elements(dims: Sequence[int]) -> int:
-    """``int(np.prod(dims, dtype=np.int64))``, numpy's wrap-around included, in a seventh of the
-    time: Python's product, numpy's only for a product outside int64."""
-    n = math.prod([int(d) for d in dims])
-    return n if -_INT64_END <= n < _INT64_END else int(np.prod(dims, dtype=np.int64))
 
 
 def tensor_name(ref: str) -> str:
@@ -332,7 +324,7 @@ def _add_op(graph: Graph, raw: RawNode, data_inputs: list[str]) -> None:
     consts = [graph.tensors[t].data for t in data_inputs]
     spec = TF_OPS[op]
     shape = spec.shape(raw, in_shapes, consts) if spec.shape else in_shapes[0]
-    if any(d <= 0 for d in shape) or _elements(shape) > _MAX_ELEMENTS:
+    if any(d <= 0 for d in shape) or elements(shape) > _MAX_ELEMENTS:
         raise ConversionError(f"node '{name}' ({op}) would produce a tensor of shape {list(shape)}")
     graph.add_tensor(Tensor(name, spec.dtype(raw) if spec.dtype else "float32", tuple(int(d) for d in shape)))
     attrs = {k: v for k, v in raw.attrs.items() if v is not None}  # an empty AttrValue = not set

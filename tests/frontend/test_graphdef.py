@@ -329,6 +329,30 @@ def test_importing_the_reader_does_not_import_tensorflow():
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, timeout=120)
 
 
+def test_message_classes_without_upb(monkeypatch):
+    """The classes come from upb directly; where it is not used (PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION
+    set otherwise, or no upb), from protobuf's descriptor_pool and message_factory: both read a graph alike."""
+    g = gd.GraphDef()
+    c = g.node.add(name="w", op="Const", input=["^x"])
+    c.attr["value"].tensor.CopyFrom(make_tensor("DT_FLOAT", [2, 3], tensor_content=np.arange(6, dtype="<f4").tobytes()))
+    c.attr["dtype"].type = gd.DT["DT_FLOAT"]
+    c.attr["l"].list.i.extend([1, 2])
+    data = g.SerializeToString()
+    monkeypatch.setenv("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "python")
+    public = gd._message_classes()["GraphDef"]
+    assert public is not gd.GraphDef
+    parsed = public()
+    parsed.ParseFromString(data)
+    for a, b in zip(gd._decode(parsed, "x"), gd.parse_graphdef(data), strict=True):
+        assert (a.name, a.op, a.inputs, a.kinds, a.attrs["l"]) == (b.name, b.op, b.inputs, b.kinds, b.attrs["l"])
+        np.testing.assert_array_equal(a.attrs["value"], b.attrs["value"])
+    code = ("from qconvert.frontend import graphdef as gd; assert 'python_message' in type(gd.GraphDef).__module__; "
+            f"print(gd.parse_graphdef({data!r})[0].attrs['l'])")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, timeout=120, capture_output=True,
+                         text=True, env={**os.environ, "PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION": "python"})
+    assert out.stdout.strip() == "[1, 2]"
+
+
 def test_round_trip_with_own_message_classes():
     g = gd.GraphDef()
     g.versions.producer = 1882
