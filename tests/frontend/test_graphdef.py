@@ -353,6 +353,21 @@ def test_message_classes_without_upb(monkeypatch):
     assert out.stdout.strip() == "[1, 2]"
 
 
+def test_message_classes_when_upb_changed(monkeypatch):
+    """upb's pool and class maker are private: a protobuf whose upb refuses the calls (here, a pool that
+    raises) still gets its classes, from the public route."""
+    class Changed:
+        class DescriptorPool:
+            def __init__(self):
+                raise TypeError("DescriptorPool() takes no arguments in this protobuf")
+
+    monkeypatch.setattr(gd, "_upb", lambda: Changed)
+    classes = gd._message_classes()
+    parsed = classes["GraphDef"]()
+    parsed.ParseFromString(gd.GraphDef(node=[gd.NodeDef(name="a", op="Placeholder")]).SerializeToString())
+    assert [n.name for n in parsed.node] == ["a"]
+
+
 def test_round_trip_with_own_message_classes():
     g = gd.GraphDef()
     g.versions.producer = 1882
