@@ -125,23 +125,24 @@ class _NpyRows(_Rows):
     the pages a map touches count as the process's memory, 3 GB after 5,000 samples of
     224x224x3, measured; read into a buffer, they stay in the page cache only.)"""
 
-    def __init__(self, path: Path, name: str, input_shape: Sequence[int] | None) -> None:
-        self.path, self.where = path, str(path)
+    def __init__(self, path: Path, name: str, input_shape: Sequence[int] | None, label: str = "calibration data"
+                 ) -> None:
+        self.path, self.where, self.label = path, str(path), label
         self.file = self._open()
-        shape, fortran, self.dtype = _npy_header(self.file, self.where)
+        shape, fortran, self.dtype = _npy_header(self.file, self.where, label)
         self.offset = self.file.tell()
         self.close()
         self.count, self.row = _layout(name, shape, self.dtype, input_shape, self.where)
         self.row_bytes = int(np.prod(self.row, dtype=np.int64)) * self.dtype.itemsize
         self.whole = None
         if fortran and len(shape) > 1:
-            self.whole = load_arrays(path, "calibration data").reshape(self.count, *self.row)
+            self.whole = load_arrays(path, label).reshape(self.count, *self.row)
 
     def _open(self):  # type: ignore[no-untyped-def]
         try:
             return open(self.path, "rb")  # noqa: SIM115 - open while this file's samples are read
         except OSError as exc:
-            raise ConversionError(f"cannot read calibration data '{self.path}': {exc.strerror or exc}") from None
+            raise ConversionError(f"cannot read {self.label} '{self.path}': {exc.strerror or exc}") from None
 
     def close(self) -> None:
         if self.file is not None:
@@ -157,7 +158,7 @@ class _NpyRows(_Rows):
         n = (stop - start) * self.row_bytes
         raw = self.file.read(n)
         if len(raw) != n:
-            raise ConversionError(f"calibration data '{self.where}' ends early (truncated .npy)")
+            raise ConversionError(f"{self.label} '{self.where}' ends early (truncated .npy)")
         return np.frombuffer(raw, dtype=self.dtype).reshape(stop - start, *self.row)
 
 
@@ -165,23 +166,24 @@ class _NpzRows(_Rows):
     """One array of a ``.npz`` read as a stream (stored or deflated): rows are read in order,
     a jump backwards reopens the member. A Fortran-ordered array is read whole."""
 
-    def __init__(self, path: Path, key: str, name: str, input_shape: Sequence[int] | None) -> None:
-        self.path, self.member, self.where = path, f"{key}.npy", f"{path}"
+    def __init__(self, path: Path, key: str, name: str, input_shape: Sequence[int] | None,
+                 label: str = "calibration data") -> None:
+        self.path, self.member, self.where, self.label = path, f"{key}.npy", f"{path}", label
         self.zip: zipfile.ZipFile | None = None
         self.stream = None
         self.at = 0
         try:
             with _zipfile().ZipFile(path) as z, z.open(self.member) as fh:
-                shape, fortran, self.dtype = _npy_header(fh, f"{path}:{key}")
+                shape, fortran, self.dtype = _npy_header(fh, f"{path}:{key}", label)
                 self.count, self.row = _layout(name, shape, self.dtype, input_shape, self.where)
                 self.whole = None
                 if fortran and len(shape) > 1:  # column-major: no row is contiguous, read it whole
                     raw = fh.read()
                     if len(raw) != int(np.prod(shape, dtype=np.int64)) * self.dtype.itemsize:
-                        raise ConversionError(f"calibration data '{path}' ends early (truncated array '{key}')")
+                        raise ConversionError(f"{label} '{path}' ends early (truncated array '{key}')")
                     self.whole = np.frombuffer(raw, self.dtype).reshape(shape, order="F").reshape(self.count, *self.row)
         except (OSError, _zipfile().BadZipFile, EOFError, zlib.error) as exc:
-            raise ConversionError(f"cannot read calibration data '{path}': {exc}") from None
+            raise ConversionError(f"cannot read {label} '{path}': {exc}") from None
         self.row_bytes = int(np.prod(self.row, dtype=np.int64)) * self.dtype.itemsize
 
     def close(self) -> None:
@@ -200,8 +202,8 @@ class _NpzRows(_Rows):
                 self.zip = _zipfile().ZipFile(self.path)
             self.stream = self.zip.open(self.member)
         except (OSError, _zipfile().BadZipFile, EOFError) as exc:
-            raise ConversionError(f"cannot read calibration data '{self.path}': {exc}") from None
-        _npy_header(self.stream, self.where)
+            raise ConversionError(f"cannot read {self.label} '{self.path}': {exc}") from None
+        _npy_header(self.stream, self.where, self.label)
         self.at = 0
 
     def read(self, start: int, stop: int) -> np.ndarray:
@@ -223,13 +225,14 @@ class _NpzRows(_Rows):
         try:
             raw = self.stream.read(n)
         except (OSError, _zipfile().BadZipFile, EOFError, zlib.error) as exc:  # a damaged member or deflate stream
-            raise ConversionError(f"cannot read calibration data '{self.where}': {exc}") from None
+            raise ConversionError(f"cannot read {self.label} '{self.where}': {exc}") from None
         if len(raw) != n:
-            raise ConversionError(f"calibration data '{self.where}' ends early (truncated array '{self.member}')")
+            raise ConversionError(f"{self.label} '{self.where}' ends early (truncated array '{self.member}')")
         return raw
 
 
-def _npy_header(fh, where: str) -> tuple[tuple[int, ...], bool, np.dtype]:  # type: ignore[no-untyped-def]
+def _npy_header(fh, where: str, label: str = "calibration data"  # type: ignore[no-untyped-def]
+                ) -> tuple[tuple[int, ...], bool, np.dtype]:
     fmt = np.lib.format
     try:
         version = fmt.read_magic(fh)
@@ -239,10 +242,10 @@ def _npy_header(fh, where: str) -> tuple[tuple[int, ...], bool, np.dtype]:  # ty
             shape, fortran, dtype = fmt.read_array_header_2_0(fh)
     except (ValueError, OSError, EOFError, _zipfile().BadZipFile, zlib.error) as exc:
         if "magic" in str(exc):
-            raise ConversionError(f"calibration data '{where}' is not a .npy or .npz file") from None
-        raise ConversionError(f"cannot read calibration data '{where}': {exc}") from None
+            raise ConversionError(f"{label} '{where}' is not a .npy or .npz file") from None
+        raise ConversionError(f"cannot read {label} '{where}': {exc}") from None
     if dtype.hasobject:
-        raise ConversionError(f"calibration data '{where}' holds Python objects; save numbers (np.float32)")
+        raise ConversionError(f"{label} '{where}' holds Python objects; save numbers (np.float32)")
     return tuple(int(d) for d in shape), bool(fortran), dtype
 
 
@@ -290,8 +293,9 @@ class Samples:
     ``parts`` are the files in order (one ``{input: rows}`` each, equal counts); sample k of
     the whole is found by counting through them. ``pick`` (sorted indices) keeps a subset."""
 
-    def __init__(self, parts: Sequence[Mapping[str, _Rows]], pick: np.ndarray | None = None) -> None:
-        self.parts = list(parts)
+    def __init__(self, parts: Sequence[Mapping[str, _Rows]], pick: np.ndarray | None = None,
+                 label: str = "calibration data") -> None:
+        self.parts, self.label = list(parts), label
         self.images = any(isinstance(rows, _ImageRows) for p in self.parts for rows in p.values())  # decoded pictures
         self.starts = np.cumsum([0] + [next(iter(p.values())).count for p in self.parts])
         self.pick = pick
@@ -349,7 +353,7 @@ class Samples:
             a = chunks[0] if len(chunks) == 1 else np.concatenate(chunks)
             a = np.ascontiguousarray(a, dtype=np.float32)
             if not np.all(np.isfinite(a)):
-                raise ConversionError(f"calibration data: array for input '{n}' contains NaN or infinite values "
+                raise ConversionError(f"{self.label}: array for input '{n}' contains NaN or infinite values "
                                       f"(samples {int(idx[0])}..{int(idx[-1])})")
             feed[n] = a
         return feed
@@ -366,19 +370,19 @@ class Samples:
 GLOB_CHARS = frozenset("*?[")  # a --calibration-data (or compare --data) path with one of these is a glob
 
 
-def _expand(path: str | os.PathLike) -> list[Path]:
+def _expand(path: str | os.PathLike, label: str) -> list[Path]:
     text = str(path)
     if GLOB_CHARS & set(text) and not Path(text).exists():
         import glob
 
         matches = sorted(glob.glob(text))
         if not matches:
-            raise ConversionError(f"calibration data '{text}' matches no file")
+            raise ConversionError(f"{label} '{text}' matches no file")
         return [Path(m) for m in matches]
     return [Path(text)]
 
 
-def _file_parts(f: Path, inputs: Mapping[str, Sequence[int] | None]) -> dict[str, _Rows]:
+def _file_parts(f: Path, inputs: Mapping[str, Sequence[int] | None], label: str) -> dict[str, _Rows]:
     """The ``{input: rows}`` of one .npy / .npz file, from its headers."""
     if f.suffix == ".npy" or not _zipfile().is_zipfile(f):
         if len(inputs) != 1:
@@ -386,46 +390,48 @@ def _file_parts(f: Path, inputs: Mapping[str, Sequence[int] | None]) -> dict[str
                 f"{f}: a .npy file holds one array, but the model has {len(inputs)} inputs "
                 f"({', '.join(inputs)}); use a .npz with one array per input")
         (name, shape), = inputs.items()
-        return {name: _NpyRows(f, name, shape)}
+        return {name: _NpyRows(f, name, shape, label)}
     try:
         with _zipfile().ZipFile(f) as z:
             keys = [m[:-4] for m in z.namelist() if m.endswith(".npy")]
     except (OSError, _zipfile().BadZipFile) as exc:
-        raise ConversionError(f"cannot read calibration data '{f}': {exc}") from None
+        raise ConversionError(f"cannot read {label} '{f}': {exc}") from None
     missing = [n for n in inputs if n not in keys]
     if missing and len(inputs) == 1 and len(keys) == 1:  # one input, one array: names need not match
         (name, shape), = inputs.items()
-        return {name: _NpzRows(f, keys[0], name, shape)}
+        return {name: _NpzRows(f, keys[0], name, shape, label)}
     if missing:
         raise ConversionError(f"{f}: no array named '{missing[0]}' (arrays: {', '.join(keys) or 'none'}); "
                               f"the model's inputs are {', '.join(inputs)}")
-    parts = {n: _NpzRows(f, n, n, s) for n, s in inputs.items()}
+    parts = {n: _NpzRows(f, n, n, s, label) for n, s in inputs.items()}
     counts = {n: r.count for n, r in parts.items()}
     if len(set(counts.values())) != 1:
-        raise ConversionError(f"calibration data: inputs have different sample counts in {f}: {counts}")
+        raise ConversionError(f"{label}: inputs have different sample counts in {f}: {counts}")
     return parts
 
 
 def open_samples(path: str | os.PathLike, inputs: Mapping[str, Sequence[int] | None],
                  limit: int | None = None, seed: int = 0, image_size: tuple[int, int] | None = None,
-                 mean: Sequence[float] | float = 0.0, std: Sequence[float] | float = 1.0) -> Samples:
-    """The samples at ``path`` (file, directory or glob; see the module docstring), not yet read."""
+                 mean: Sequence[float] | float = 0.0, std: Sequence[float] | float = 1.0,
+                 what: str = "calibration data") -> Samples:
+    """The samples at ``path`` (file, directory or glob; see the module docstring), not yet read.
+    ``what`` names them in errors (``compare`` reads its ``--data`` here too)."""
     files: list[Path] = []
     images: list[Path] = []
-    for p in _expand(path):
+    for p in _expand(path, what):
         if p.is_dir():
             found = sorted(f for f in p.iterdir() if f.suffix in (".npz", ".npy"))
             pictures = sorted(f for f in p.iterdir() if f.suffix.lower() in IMAGE_SUFFIXES)
             if not found and not pictures:
-                raise ConversionError(f"calibration data directory '{p}' has no .npz, .npy or image files")
+                raise ConversionError(f"{what} directory '{p}' has no .npz, .npy or image files")
             files += found
             images += pictures if not found else []
         elif p.is_file():
             (images if p.suffix.lower() in IMAGE_SUFFIXES else files).append(p)
         else:
-            raise ConversionError(f"calibration data '{p}' does not exist")
+            raise ConversionError(f"{what} '{p}' does not exist")
     if files and images:
-        raise ConversionError(f"calibration data '{path}' mixes arrays and images; give one kind")
+        raise ConversionError(f"{what} '{path}' mixes arrays and images; give one kind")
     if images:
         if len(inputs) != 1:
             raise ConversionError(f"images calibrate a model with one input; this one has {len(inputs)}")
@@ -433,10 +439,10 @@ def open_samples(path: str | os.PathLike, inputs: Mapping[str, Sequence[int] | N
         if limit is not None and limit < len(images):
             pick = np.sort(np.random.default_rng(seed).choice(len(images), size=limit, replace=False))
             images = [images[i] for i in pick]
-        return Samples([{name: _ImageRows(images, name, shape, image_size, mean, std)}])
-    samples = Samples([_file_parts(f, inputs) for f in files])
+        return Samples([{name: _ImageRows(images, name, shape, image_size, mean, std)}], label=what)
+    samples = Samples([_file_parts(f, inputs, what) for f in files], label=what)
     if samples.count == 0:
-        raise ConversionError(f"calibration data '{path}' has no samples")
+        raise ConversionError(f"{what} '{path}' has no samples")
     if limit is not None and limit < samples.count:
         samples.pick = np.sort(np.random.default_rng(seed).choice(samples.count, size=limit, replace=False))
         samples.count = limit
@@ -454,7 +460,7 @@ def samples_from(source: Any, inputs: Mapping[str, Sequence[int] | None], limit:
             raise ConversionError(f"{what} has no array for input '{missing[0]}'")
         arrays = {n: as_samples(n, np.asarray(source[n]), inputs[n], what) for n in inputs}
         return Samples.from_arrays({n: a[:limit] for n, a in arrays.items()})
-    return open_samples(source, inputs, limit, seed, image_size, mean, std)
+    return open_samples(source, inputs, limit, seed, image_size, mean, std, what)
 
 
 def load_samples(path: str | os.PathLike, inputs: Mapping[str, Sequence[int] | None],

@@ -310,7 +310,7 @@ def compare(pb: str | os.PathLike, tflite: str | os.PathLike, data: str | os.Pat
     else:
         if not Path(data).exists() and not GLOB_CHARS & set(str(data)):  # a glob: open_samples expands it
             raise ConversionError(f"--data '{data}' does not exist")
-        source = open_samples(data, shapes, limit=samples, seed=seed)  # read one sample at a time
+        source = open_samples(data, shapes, limit=samples, seed=seed, what="--data")  # one sample at a time
         if source.images:  # compare has no --mean/--std/--image-size: raw pixels would give wrong SNRs silently
             raise ConversionError(f"--data '{data}' holds images; compare takes arrays (.npz/.npy) of the model's "
                                   f"float inputs: save them with the --mean/--std used to calibrate")

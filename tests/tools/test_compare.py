@@ -250,8 +250,11 @@ def test_data_given_as_a_glob_is_the_same_samples(good: tuple[Path, Path, Path],
     split = compare(pb, tfl, str(tmp_path / "part*.npz")).as_dict()
     assert split["samples"] == whole["samples"] == len(x)
     assert [(t["tensor"], t["snr_db"]) for t in split["tensors"]] == [(t["tensor"], t["snr_db"]) for t in whole["tensors"]]
-    with pytest.raises(ConversionError, match="matches no file"):
+    with pytest.raises(ConversionError, match=r"^--data '.*none\*\.npz' matches no file$"):  # its own flag's name
         compare(pb, tfl, str(tmp_path / "none*.npz"))
+    (tmp_path / "bad0.npz").write_bytes(b"not a zip")
+    with pytest.raises(ConversionError, match=r"^--data '.*bad0\.npz' is not a \.npy or \.npz file$"):
+        compare(pb, tfl, str(tmp_path / "bad*.npz"))
 
 
 def test_data_of_images_is_refused_in_one_line(good: tuple[Path, Path, Path], tmp_path: Path) -> None:
