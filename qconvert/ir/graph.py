@@ -524,7 +524,7 @@ class Graph:
                              f"({len(left)} in all); a pass edited graph.tensors in a way prune does not follow")
 
     def __iter__(self) -> Iterator[Node]:
-        return iter(list(self.nodes))
+        return iter(self.nodes)  # a snapshot already: edits during the loop do not change it
 
     def dump(self) -> str:
         """Human-readable IR, the text that ``--dump-after`` prints."""

@@ -67,8 +67,7 @@ def weight_params(value: np.ndarray, axis: int | None, num_bits: int = 8) -> Qua
         return qm.value_range_params(-m, m, narrow_range=True, num_bits=num_bits)
     others = tuple(a for a in range(v.ndim) if a != axis % v.ndim)
     ms = np.abs(v).max(axis=others).astype(np.float64) if v.size else np.zeros(v.shape[axis])
-    return qm.value_range_params_per_channel(-ms, ms, narrow_range=True, axis=axis,
-                                             num_bits=num_bits)
+    return qm.symmetric_params_per_channel(ms, axis=axis, num_bits=num_bits)
 
 
 def _toco_16x8(ctx: Context, node: Node) -> bool:
