@@ -255,8 +255,21 @@ class Graph:
             after, nxt = self._tail, None
         self._link(node, after, nxt)
         node._graph = self
-        self._indexed_in[node] = self._indexed_out[node] = ()
-        self._dirty_in[node] = self._dirty_out[node] = None
+        # indexed at once, as a flush would: a node added is looked up next, not edited (propagate_quant_params
+        # on EfficientViT_M0: 509 output-side flushes -> none, 1,455 input sides flushed -> 439)
+        ins = dict.fromkeys(node._inputs)
+        ins.pop("", None)
+        self._indexed_in[node] = ins = tuple(ins)
+        consumers = self._consumers
+        for t in ins:
+            consumers.setdefault(t, {})[node] = None
+        self._indexed_out[node] = outs = tuple(dict.fromkeys(node._outputs))
+        producers, loose = self._producers, self._loose
+        for t in outs:
+            producers.setdefault(t, {})[node] = None
+            loose[t] = None
+        if not outs:
+            self._outputless[node] = None
         return node
 
     def _link(self, node: Node, prev: Node | None, nxt: Node | None) -> None:
