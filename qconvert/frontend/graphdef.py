@@ -353,6 +353,10 @@ def _upb() -> Any:
 
 
 def _message_classes() -> dict[str, type]:
+    """A class for each message of :func:`_schema`: the top-level ones by name, the nested ones (a
+    shape's ``Dim``, the attr maps' entries) by full name. Every nested one gets its class too, and
+    is kept: protobuf 4.21's upb crashes (SIGSEGV) on reading a nested message whose class was never
+    made (``shape.dim[0]``, measured with 4.21.12)."""
     names = ("GraphDef", "NodeDef", "AttrValue", "NameAttrList", "TensorProto",
              "TensorShapeProto", "VersionDef", "FunctionDefLibrary", "FunctionDef", "OpDef")
     upb = _upb()
@@ -363,9 +367,9 @@ def _message_classes() -> dict[str, type]:
         try:
             pool = upb.DescriptorPool()
             pool.AddSerializedFile(_schema())
-            descriptors = [pool.FindMessageTypeByName(f"{_PKG}.{n}") for n in names]
-            return {n: upb.MessageMeta(n, (message.Message,), {"DESCRIPTOR": d, "__module__": None})
-                    for n, d in zip(names, descriptors)}
+            top = {n: pool.FindMessageTypeByName(f"{_PKG}.{n}") for n in names}
+            return {key: upb.MessageMeta(d.name, (message.Message,), {"DESCRIPTOR": d, "__module__": None})
+                    for key, d in _and_nested(top).items()}
         except Exception:  # noqa: BLE001 - a private module: a protobuf that changed it takes the public route
             pass
     from google.protobuf import descriptor_pool, message_factory
@@ -376,7 +380,18 @@ def _message_classes() -> dict[str, type]:
     if get_class is None:  # protobuf < 4.22 has only the (later removed) factory API
         factory = message_factory.MessageFactory(pool)
         get_class = factory.GetPrototype
-    return {n: get_class(pool.FindMessageTypeByName(f"{_PKG}.{n}")) for n in names}
+    top = {n: pool.FindMessageTypeByName(f"{_PKG}.{n}") for n in names}
+    return {key: get_class(d) for key, d in _and_nested(top).items()}
+
+
+def _and_nested(top: dict[str, Any]) -> dict[str, Any]:
+    """``top`` (name -> message descriptor), then every type nested in them, by full name."""
+    found, todo = dict(top), list(top.values())
+    while todo:
+        for d in todo.pop().nested_types:
+            found[d.full_name] = d
+            todo.append(d)
+    return found
 
 
 _CLASSES = _message_classes()

@@ -353,6 +353,23 @@ def test_message_classes_without_upb(monkeypatch):
     assert out.stdout.strip() == "[1, 2]"
 
 
+@pytest.mark.parametrize("route", ["upb", "public"])
+def test_every_nested_message_gets_a_kept_class(route, monkeypatch):
+    """protobuf 4.21's upb crashes the process (SIGSEGV) on reading a nested message whose Python class was
+    never made: every .pb conversion died in `shape.dim[0]` (measured with protobuf 4.21.12; 4.23-7.36 do
+    not). Both routes make (and keep) a class for each nested type: a shape's Dim and the attr maps' entries."""
+    if route == "public":
+        monkeypatch.setattr(gd, "_upb", lambda: None)
+    classes = gd._message_classes()
+    nested = {k for k in classes if "." in k}
+    assert {"tensorflow.TensorShapeProto.Dim", "tensorflow.NodeDef.AttrEntry"} <= nested, sorted(nested)
+    for key, cls in classes.items():
+        assert cls.DESCRIPTOR.full_name == (key if "." in key else f"tensorflow.{key}")
+    shape = classes["TensorShapeProto"]()
+    shape.dim.add(size=3)
+    assert [d.size for d in shape.dim] == [3]
+
+
 def test_message_classes_when_upb_changed(monkeypatch):
     """upb's pool and class maker are private: a protobuf whose upb refuses the calls (here, a pool that
     raises) still gets its classes, from the public route."""
