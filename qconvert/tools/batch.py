@@ -17,7 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
-import tomllib
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: the same parser as the tomli backport, a dependency there
+    import tomli as tomllib  # type: ignore[no-redef]
 
 from qconvert import __version__, api
 from qconvert.api import build_record
