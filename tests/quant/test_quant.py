@@ -913,3 +913,19 @@ def test_value_range_params_legacy_expands_a_tiny_constant_as_tensorflow() -> No
     to [-5e-7, 1e-6], then DownCastScale)."""
     p = qm.value_range_params_legacy(0.0, 1e-6)
     assert np.float32(p.scale[0]) == np.float32(5.8823533e-09) and p.zero_point == (-43,)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.floats(min_value=0.0, max_value=1e30), st.sampled_from([0.0, 1e-45, 1e-38, 1e-9, 1.0])),
+                min_size=1, max_size=16), st.sampled_from([4, 8, 16]))
+def test_symmetric_weight_params_equal_the_general_range_params(halves: list[float], bits: int):
+    """symmetric_params_per_channel (the short path of a weight's [-max|w|, max|w|]) against the general
+    per-channel nudging of the same range, whose arithmetic the tests above tie to TensorFlow's: the same
+    scales and zero points, bit for bit (a consistency check of the short path)."""
+    from qconvert.quant.params import _range_params_per_channel, symmetric_params_per_channel
+
+    h = np.array(halves, np.float64)
+    fast = symmetric_params_per_channel(h, axis=0, num_bits=bits)
+    general = _range_params_per_channel(-h, h, True, 0, bits)
+    assert (fast.scale, fast.zero_point, fast.qmin, fast.qmax, fast.dtype) == (
+        general.scale, general.zero_point, general.qmin, general.qmax, general.dtype)
