@@ -363,33 +363,8 @@ def option(default: Any, kind: Kind, help: str, flag: str | None = None, key: st
 # ---------------------------------------------------------------------------------- options
 
 
-class _Group:
-    """``repr``, ``==`` and ``hash`` of the option classes, as ``@dataclass(frozen=True)`` makes them,
-    written once: the three classes' generated ones cost 0.8 ms of every start-up."""
-
-    __slots__ = ()
-
-    def _values(self, hashed: bool = False) -> tuple[Any, ...]:
-        """The fields that ``==`` compares (``hashed``: that ``hash`` hashes), in order."""
-        return tuple(getattr(self, f.name) for f in dataclasses.fields(self)  # type: ignore[arg-type]
-                     if (f.hash if hashed and f.hash is not None else f.compare))
-
-    def __repr__(self) -> str:
-        shown = ", ".join(f"{f.name}={getattr(self, f.name)!r}"
-                          for f in dataclasses.fields(self) if f.repr)  # type: ignore[arg-type]
-        return f"{type(self).__qualname__}({shown})"
-
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        return self._values() == other._values()  # type: ignore[attr-defined]
-
-    def __hash__(self) -> int:
-        return hash(self._values(hashed=True))
-
-
-@dataclass(frozen=True, repr=False, eq=False)  # _Group's
-class CalibrationOptions(_Group):
+@dataclass(frozen=True)
+class CalibrationOptions:
     """Where the ranges of a float graph's tensors come from (docs/calibration.md)."""
 
     data: Any = option(
@@ -448,8 +423,8 @@ class CalibrationOptions(_Group):
         return self.data is not None or bool(self.stats) or self.ranges_file is not None
 
 
-@dataclass(frozen=True, repr=False, eq=False)  # _Group's
-class PrecisionOptions(_Group):
+@dataclass(frozen=True)
+class PrecisionOptions:
     """What is stored in how many bits, and what may stay float."""
 
     activations: str = option(
@@ -537,8 +512,8 @@ class PrecisionOptions(_Group):
         return f"--block-size {self.block_size}" if self.block_size is not None else "--activations float"
 
 
-@dataclass(frozen=True, repr=False, eq=False)  # _Group's
-class ConvertOptions(_Group):
+@dataclass(frozen=True)
+class ConvertOptions:
     """Everything a user chooses about one conversion. Build it with :meth:`of` (flat keys, as
     in a manifest), :meth:`from_cli` or :meth:`from_manifest`; it is checked when built."""
 
